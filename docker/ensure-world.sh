@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Makes sure the project's test world exists: a running Docker engine and the target image
+# `dsh-remote-worlds/target:bookworm`. Idempotent, and fast (< 1 s) when both are already there.
+#
+#  - Engine: when no engine answers on the default socket, installs Debian's docker.io (when
+#    running as root with apt) and starts `dockerd` in the background, logging to
+#    $DSH_REMOTE_STATE/dockerd.log.
+#  - Image: no registry is reachable on the machines this project is built on, so the image is
+#    made from a debootstrap minbase of Debian bookworm (mirror read from this machine's apt
+#    sources), customised in a chroot, and `docker import`ed (DESIGN.md section 7). Users who can
+#    pull may instead build docker/Dockerfile, which describes the same image.
+#
+# Environment: DSH_REMOTE_IMAGE overrides the tag; DSH_REMOTE_REBUILD=1 forces a rebuild.
+set -euo pipefail
+
+IMAGE="${DSH_REMOTE_IMAGE:-dsh-remote-worlds/target:bookworm}"
+STATE="${DSH_REMOTE_STATE:-/var/tmp/dsh-remote-worlds}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mkdir -p "$STATE"
+
+log() { printf '[ensure-world] %s\n' "$*" >&2; }
+
+engine_answers() { timeout 5 docker info >/dev/null 2>&1; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    log "missing: $* (install them, or run as root on Debian)"; return 1
+  fi
+  if [ ! -f "$STATE/apt-updated" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && touch "$STATE/apt-updated"
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+ensure_engine() {
+  if engine_answers; then return 0; fi
+  if ! command -v dockerd >/dev/null; then
+    log "no Docker engine answers and dockerd is not installed: installing docker.io"
+    apt_install docker.io
+  fi
+  if ! command -v docker >/dev/null; then apt_install docker.io; fi
+  if ! engine_answers; then
+    if [ "$(id -u)" != 0 ]; then
+      log "no Docker engine answers on the default socket and dockerd needs root to start"; return 1
+    fi
+    log "starting dockerd (log: $STATE/dockerd.log)"
+    nohup dockerd >"$STATE/dockerd.log" 2>&1 </dev/null &
+    for _ in $(seq 1 120); do
+      if engine_answers; then log "engine up"; return 0; fi
+      sleep 0.5
+    done
+    log "dockerd did not answer within 60 s; last log lines:"; tail -n 20 "$STATE/dockerd.log" >&2
+    return 1
+  fi
+}
+
+apt_mirror() {
+  # The first Debian (not -security) URI of this machine's apt sources, deb822 or one-line form.
+  local uri=""
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+    uri=$(awk '$1 == "deb" && $2 !~ /security/ && $2 ~ /^http/ { print $2; exit }' /etc/apt/sources.list)
+  fi
+  [ -n "$uri" ] || { log "cannot find a Debian mirror in /etc/apt/sources*"; return 1; }
+  printf '%s\n' "$uri"
+}
+
+build_image() {
+  command -v debootstrap >/dev/null || apt_install debootstrap
+  local root="$STATE/rootfs.$$"
+  rm -rf "$root"
+  local mirror; mirror=$(apt_mirror)
+  log "debootstrap bookworm minbase from the machine's apt mirror into $root"
+  debootstrap --variant=minbase \
+    --include="$(tr '\n' ',' <"$HERE/image-packages.txt" | sed 's/,$//')" \
+    bookworm "$root" "$mirror" >"$STATE/debootstrap.log" 2>&1 || {
+      log "debootstrap failed; last log lines:"; tail -n 30 "$STATE/debootstrap.log" >&2; return 1; }
+  # The same customisation the Dockerfile runs, in a chroot.
+  cp "$HERE/customize-image.sh" "$root/tmp/customize-image.sh"
+  chroot "$root" /bin/sh /tmp/customize-image.sh
+  rm -f "$root/tmp/customize-image.sh"
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  log "importing as $IMAGE"
+  tar -C "$root" -c . | docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'WORKDIR /root' \
+    --change 'CMD ["sleep", "infinity"]' \
+    - "$IMAGE" >/dev/null
+  rm -rf "$root"
+  log "image $IMAGE ready"
+}
+
+ensure_image() {
+  if [ "${DSH_REMOTE_REBUILD:-0}" != 1 ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then return 0; fi
+  build_image
+}
+
+ensure_engine
+ensure_image

@@ -1,0 +1,16 @@
+import { Context } from '@deepseek-ai/cordis'
+import { DockerSubprocessRuntime } from '../src/providers/docker/docker-runtime.ts'
+const ctx = new Context()
+const rt = new DockerSubprocessRuntime(ctx, { image: 'dsh-remote-worlds/target:bookworm' })
+const h = await rt.spawnTerminal({ argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { TERM: 'dumb', PS1: 'dsh> ', PROMPT_COMMAND: 'printf "\\033]133;D;%s\\007" "$?"' }, rows: 40, cols: 160, graceMs: 3000 })
+h.output.on('data', (d: Buffer) => console.log('OUT', JSON.stringify(d.toString())))
+console.log('pid', h.pid)
+await new Promise(r => setTimeout(r, 500))
+console.log(await h.inspectForeground())
+await h.write('cat\r')
+await new Promise(r => setTimeout(r, 300))
+console.log(await h.inspectForeground())
+console.log(await h.signalForeground('SIGINT'))
+await new Promise(r => setTimeout(r, 300))
+const t = performance.now(); await h.terminate(); console.log('terminate ms', performance.now() - t)
+await rt.dispose()

@@ -1,0 +1,182 @@
+/**
+ * One small API that composes a remote world: a cordis Context with the upstream terminal
+ * service, the upstream sandbox policy and the UNCHANGED `@deepseek-ai/dsh-terminal-bash` on
+ * top of one of our runtimes, plus the owner (Agent) object those packages need.
+ * The CLI and the tests use this; a DSH composition mounts the runtime plugin directly.
+ * @module dsh-remote-worlds/backend/world
+ */
+import { Context } from '@deepseek-ai/cordis'
+import AgentRegistry, { Inbox } from '@deepseek-ai/dsh-agent'
+import type { Agent } from '@deepseek-ai/dsh-agent'
+import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
+import { Session, SessionId } from '@deepseek-ai/dsh-session'
+import type { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
+import TerminalSessionService from '@deepseek-ai/dsh-terminal'
+import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, TerminalSessionId, TerminalSignal, TerminalSignalResult } from '@deepseek-ai/dsh-terminal'
+import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
+import { randomUUID } from 'node:crypto'
+
+/** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
+export interface TerminalTuning {
+  pollIntervalMs?: number
+  exactProbeAfterMs?: number
+  idleSilenceMs?: number
+  handoffGraceMs?: number
+  timeoutMs?: number
+  disposeGraceMs?: number
+  rows?: number
+  cols?: number
+  scrollbackLines?: number
+  scrollbackMaxBytes?: number
+  maxReadBytes?: number
+}
+
+/** A runtime plugin: a `SubprocessRuntime` subclass constructed by cordis as `new R(ctx, config)`. */
+export type RuntimePlugin<C> = new (ctx: Context, config: C) => SubprocessRuntime
+
+/** Options of {@link openWorld}. */
+export interface OpenWorldOptions<C> {
+  /** The runtime class (e.g. DockerSubprocessRuntime) and its config. */
+  runtime: RuntimePlugin<C>
+  runtimeConfig: C
+  /** Sandbox mode; only `danger-full-access` runs without a `ctx.sandbox` provider. */
+  mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
+  /**
+   * Workspace root IN THE REMOTE WORLD; also the default cwd of new terminals.
+   * Note: upstream sandbox-policy canonicalizes it with the LOCAL realpath when that path
+   * exists locally too.
+   */
+  workspaceRoot: string
+  /** terminal-bash tuning. */
+  terminal?: TerminalTuning
+  /** Extra plugins to load before terminal-bash (e.g. a sandbox provider). */
+  plugins?: readonly ((ctx: Context) => Promise<unknown>)[]
+}
+
+/** A timed send result. */
+export interface TimedSendResult extends TerminalSendResult {
+  /** Wall time from the write to settlement, in ms. */
+  ms: number
+}
+
+/** One open persistent shell. */
+export interface WorldTerminal {
+  /** Registry id. */
+  readonly id: TerminalSessionId
+  /** Remote pid of the shell. */
+  readonly pid: number | undefined
+  /** Startup output. */
+  readonly motd: string
+  /** Start a send; the operation can be cancelled (a real SIGINT to the foreground group). */
+  startSend(text: string, options?: { submit?: boolean; signal?: AbortSignal }): TerminalSendOperation
+  /** Send and wait for settlement. */
+  send(text: string, options?: { submit?: boolean; signal?: AbortSignal }): Promise<TimedSendResult>
+  /** Signal the foreground process group. */
+  signal(signal: TerminalSignal): Promise<TerminalSignalResult>
+  /** Read scrollback. */
+  read(offset?: number, count?: number): TerminalReadResult
+  /** Top-level status. */
+  status(): { kind: 'running' } | { kind: 'exited'; exitCode: number | null; signal: string | null }
+  /** Close and prove quiescence. */
+  close(): Promise<void>
+}
+
+/** A composed world. */
+export interface RemoteWorld {
+  readonly ctx: Context
+  readonly agent: Agent
+  /** The runtime instance (`ctx.subprocess`). */
+  readonly runtime: SubprocessRuntime
+  /** Open a persistent shell (cwd defaults to the workspace root). */
+  open(options?: { cwd?: string; name?: string; signal?: AbortSignal }): Promise<WorldTerminal>
+  /** Close every terminal, dispose the runtime (removing a managed container). */
+  dispose(): Promise<void>
+}
+
+function ownerAgent(ctx: Context, rawId: string): Agent {
+  const id = SessionId(rawId)
+  const scope = ctx.plugin(() => {})
+  const session = Session.create(id)
+  return {
+    id,
+    options: {},
+    session,
+    inbox: new Inbox(session, { inserted: () => {}, discarded: () => {}, claimed: () => {} }),
+    status: 'idle',
+    ctx: scope.ctx,
+    send: () => {},
+    followup: () => {},
+    steer: () => {},
+    inject: () => {},
+    cancel() {},
+    runMaintenance: (task: (signal: AbortSignal) => unknown) => task(new AbortController().signal),
+    whenIdle: () => Promise.resolve(),
+  } as unknown as Agent
+}
+
+/**
+ * Compose a world: AgentRegistry, TerminalSessionService, SandboxPolicyService, the runtime,
+ * optional plugins, then terminal-bash; register one owner agent.
+ * @throws whatever the runtime's construction throws (e.g. InvalidArgumentError for bad config).
+ */
+export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<RemoteWorld> {
+  const ctx = new Context()
+  try {
+    await ctx.plugin(AgentRegistry)
+    await ctx.plugin(TerminalSessionService)
+    await ctx.plugin(SandboxPolicyService, { mode: options.mode ?? 'danger-full-access', workspaceRoot: options.workspaceRoot })
+    await ctx.plugin(options.runtime as never, options.runtimeConfig as never)
+    for (const plugin of options.plugins ?? []) await plugin(ctx)
+    await ctx.plugin(terminalBash, { ...options.terminal })
+  } catch (error) {
+    await ctx.fiber.dispose().catch(() => undefined)
+    throw error
+  }
+  const agent = ownerAgent(ctx, `dsh-remote-${randomUUID()}`)
+  ctx.agents.register(agent)
+  const runtime = ctx.subprocess
+  let disposed: Promise<void> | undefined
+
+  const open = async (request: { cwd?: string; name?: string; signal?: AbortSignal } = {}): Promise<WorldTerminal> => {
+    const created = await ctx.terminals.spawn(agent, {
+      type: 'shell',
+      ...(request.name !== undefined ? { name: request.name } : {}),
+      ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+    }, request.signal)
+    const id = created.sessionId
+    const startSend = (text: string, sendOptions: { submit?: boolean; signal?: AbortSignal } = {}): TerminalSendOperation =>
+      ctx.terminals.startSend(agent, id, { text, submit: sendOptions.submit ?? true, ...(sendOptions.signal !== undefined ? { signal: sendOptions.signal } : {}) })
+    return {
+      id,
+      pid: created.pid,
+      motd: created.motd,
+      startSend,
+      send: async (text, sendOptions) => {
+        const started = performance.now()
+        const result = await startSend(text, sendOptions).done
+        return { ...result, ms: performance.now() - started }
+      },
+      signal: signal => ctx.terminals.signal(agent, id, signal),
+      read: (offset = 0, count = 500) => ctx.terminals.read(agent, id, { offset, count }),
+      status: () => ctx.terminals.list(agent).find(snapshot => snapshot.sessionId === id)?.status ?? { kind: 'exited', exitCode: null, signal: null },
+      close: async () => { await ctx.terminals.kill(agent, id) },
+    }
+  }
+
+  return {
+    ctx,
+    agent,
+    runtime,
+    open,
+    dispose: () => {
+      disposed ??= (async () => {
+        const open = ctx.terminals.list(agent)
+        const closes = await Promise.allSettled(open.map(snapshot => ctx.terminals.kill(agent, snapshot.sessionId)))
+        await ctx.fiber.dispose()
+        const failures = closes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])
+        if (failures.length > 0) throw new AggregateError(failures, 'closing terminals failed')
+      })()
+      return disposed
+    },
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * One Docker container as a remote world: attach to an existing container or run a managed
+ * throwaway one, start execs over the Engine API (dockerode), and keep one control channel per
+ * exec user.
+ *
+ * Docker facts relied on (DESIGN.md sections 4-5): an exec with `Tty: true` gets an
+ * engine-allocated PTY and is a session leader with that PTY as controlling tty; ExecInspect's
+ * `Pid` is a HOST pid (useless inside the container's pid namespace), so the pid comes from the
+ * start marker; a resize sent before exec start is dropped; there is no exec-kill API and
+ * closing the attach socket leaves the exec's processes running, so teardown goes through the
+ * control channel.
+ * @module dsh-remote-worlds/providers/docker/docker-world
+ */
+import { PassThrough } from 'node:stream'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { Duplex } from 'node:stream'
+import Docker from 'dockerode'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { ControlChannel } from '../remote/control-channel.ts'
+import { parseEnvEntries } from '../remote/environment.ts'
+import {
+  EngineUnavailableError,
+  RemoteWorldError,
+  TargetNotFoundError,
+  TargetNotRunningError,
+  TransportError,
+  WorldClosedError,
+} from '../remote/errors.ts'
+import type { TerminalTransport } from '../remote/terminal.ts'
+
+/** Label every managed container carries, so leftovers can be found and removed. */
+export const MANAGED_LABEL = 'dsh-remote-worlds.managed'
+
+/** Where a Docker world runs. Exactly one of `container` and `image`. */
+export interface DockerTarget {
+  /** Attach to this existing, running container (name or id). */
+  container?: string | undefined
+  /** Run a managed throwaway container from this image; removed when the world is disposed. */
+  image?: string | undefined
+}
+
+/** Options of {@link DockerWorld.open}. */
+export interface DockerWorldOptions extends DockerTarget {
+  /** Engine connection; defaults to `DOCKER_HOST` or `/var/run/docker.sock` (dockerode's defaults). */
+  docker?: Docker | undefined
+  /**
+   * Extra container-create fields for a managed container, merged over the defaults
+   * (`sleep infinity` under the engine's init, NetworkMode `none`). Used by the sandbox mapping.
+   */
+  create?: Docker.ContainerCreateOptions | undefined
+}
+
+/** Map a dockerode/engine error to this package's typed errors. */
+export function engineError(error: unknown, what: string): RemoteWorldError {
+  if (error instanceof RemoteWorldError) return error
+  const err = error as { statusCode?: number; code?: string; message?: string; json?: { message?: string } }
+  const detail = err.json?.message ?? err.message ?? String(error)
+  if (err.statusCode === 404) return new TargetNotFoundError(`${what}: ${detail}`, { cause: error })
+  if (err.statusCode === 409) return new TargetNotRunningError(`${what}: ${detail}`, { cause: error })
+  if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED' || err.code === 'EACCES' || err.code === 'ECONNRESET' || err.code === 'EPIPE') {
+    return new EngineUnavailableError(`${what}: the Docker engine does not answer (${err.code}: ${detail})`, { cause: error })
+  }
+  return new TransportError(`${what}: ${detail}`, { cause: error })
+}
+
+/** A started exec: its engine object and hijacked duplex stream. */
+interface StartedExec {
+  exec: Docker.Exec
+  stream: Duplex
+}
+
+/**
+ * A container that terminals and control channels run in.
+ * Create with {@link DockerWorld.open}; release with {@link DockerWorld.dispose}.
+ */
+export class DockerWorld {
+  /** The engine connection. */
+  readonly docker: Docker
+  /** Full container id. */
+  readonly containerId: string
+  /** True when this world created the container and removes it on dispose. */
+  readonly managed: boolean
+  /** The container's configured environment (`Config.Env`), the world's ambient env. */
+  readonly ambientEnv: Readonly<Record<string, string>>
+  /** The container's inspect result at open time (HostConfig, Mounts, Config). */
+  readonly inspectInfo: Docker.ContainerInspectInfo
+  private readonly controls = new Map<string, Promise<ControlChannel>>()
+  private disposed = false
+
+  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: boolean) {
+    this.docker = docker
+    this.containerId = info.Id
+    this.managed = managed
+    this.inspectInfo = info
+    this.ambientEnv = parseEnvEntries(info.Config.Env)
+  }
+
+  /**
+   * Attach to a running container, or create and start a managed one.
+   * @throws TargetNotFoundError for an unknown container or image.
+   * @throws TargetNotRunningError for a stopped or paused container.
+   * @throws EngineUnavailableError when the engine socket does not answer.
+   */
+  static async open(options: DockerWorldOptions): Promise<DockerWorld> {
+    const docker = options.docker ?? new Docker()
+    if ((options.container === undefined) === (options.image === undefined)) {
+      throw new RemoteWorldError('INVALID_ARGUMENT', 'a Docker world needs exactly one of `container` (attach) or `image` (managed)')
+    }
+    if (options.container !== undefined) {
+      let info: Docker.ContainerInspectInfo
+      try {
+        info = await docker.getContainer(options.container).inspect()
+      } catch (error) {
+        throw engineError(error, `docker container ${options.container}`)
+      }
+      assertRunning(info, options.container)
+      return new DockerWorld(docker, info, false)
+    }
+    const image = options.image!
+    let container: Docker.Container
+    try {
+      container = await docker.createContainer({
+        Image: image,
+        Cmd: ['sleep', 'infinity'],
+        Labels: { [MANAGED_LABEL]: 'true' },
+        ...options.create,
+        HostConfig: { Init: true, NetworkMode: 'none', ...options.create?.HostConfig },
+      })
+    } catch (error) {
+      const mapped = engineError(error, `docker image ${image}`)
+      if (mapped instanceof TargetNotFoundError) throw new TargetNotFoundError(`docker image ${image} does not exist locally (run docker/ensure-world.sh or pull it)`, { cause: error })
+      throw mapped
+    }
+    try {
+      await container.start()
+      const info = await container.inspect()
+      assertRunning(info, image)
+      return new DockerWorld(docker, info, true)
+    } catch (error) {
+      await container.remove({ force: true }).catch(() => undefined)
+      throw engineError(error, `managed container from ${image}`)
+    }
+  }
+
+  /** Short description for messages. */
+  describe(user?: string): string {
+    return `docker container ${this.containerId.slice(0, 12)}${user === undefined ? '' : ` as ${user}`}`
+  }
+
+  /**
+   * The control channel for `user` (the container's default user when undefined), started on
+   * first use and reused; a dead channel is replaced on the next call.
+   */
+  control(user: string | undefined): Promise<ControlChannel> {
+    if (this.disposed) return Promise.reject(new WorldClosedError())
+    const key = user ?? ''
+    const existing = this.controls.get(key)
+    if (existing !== undefined) {
+      return existing.then(channel => channel.alive ? channel : this.replaceControl(key, user), () => this.replaceControl(key, user))
+    }
+    return this.replaceControl(key, user)
+  }
+
+  private replaceControl(key: string, user: string | undefined): Promise<ControlChannel> {
+    const started = (async () => {
+      const { exec, stream } = await this.startExec(['sh', '-s'], { tty: false, user })
+      const stdout = new PassThrough()
+      const stderr = new PassThrough()
+      this.docker.modem.demuxStream(stream, stdout, stderr)
+      stderr.resume()
+      const end = (): void => { stdout.end(); stderr.end() }
+      stream.once('end', end)
+      stream.once('close', end)
+      stream.on('error', (error: Error) => stdout.destroy(error))
+      void exec
+      return ControlChannel.open({
+        stdin: stream,
+        stdout,
+        // Half-close first so the final `quit` request reaches the program; then drop the socket.
+        close: () => {
+          stream.end()
+          setTimeout(() => stream.destroy(), 1_000).unref()
+        },
+      }, this.describe(user))
+    })()
+    this.controls.set(key, started)
+    started.catch(() => { if (this.controls.get(key) === started) this.controls.delete(key) })
+    return started
+  }
+
+  /**
+   * Start an exec and return its hijacked stream.
+   * @param cmd - exec argv (run without a shell by the engine).
+   * @throws TargetNotRunningError when the container stopped; EngineUnavailableError when the engine is gone.
+   */
+  async startExec(cmd: string[], options: { tty: boolean; user: string | undefined }): Promise<StartedExec> {
+    if (this.disposed) throw new WorldClosedError()
+    const container = this.docker.getContainer(this.containerId)
+    try {
+      const exec = await container.exec({
+        Cmd: cmd,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: options.tty,
+        ...(options.user !== undefined ? { User: options.user } : {}),
+      })
+      const stream = await exec.start({ hijack: true, stdin: true, Tty: options.tty } as Docker.ExecStartOptions)
+      if ('setNoDelay' in stream && typeof stream.setNoDelay === 'function') stream.setNoDelay(true)
+      return { exec, stream }
+    } catch (error) {
+      throw engineError(error, this.describe(options.user))
+    }
+  }
+
+  /**
+   * Start a PTY exec running `sh -c SCRIPT` as `user`.
+   * @returns the transport the world-neutral terminal drives.
+   */
+  async openTerminal(script: string, user: string | undefined): Promise<TerminalTransport> {
+    const { exec, stream } = await this.startExec(['/bin/sh', '-c', script], { tty: true, user })
+    const output = new PassThrough()
+    stream.pipe(output)
+    stream.once('close', () => output.end())
+    stream.on('error', () => output.end())
+    return {
+      output,
+      write: data => new Promise<void>((resolve, reject) => {
+        if (stream.destroyed || stream.writableEnded) {
+          reject(new TransportError(`${this.describe(user)}: the terminal's attach stream is closed`))
+          return
+        }
+        stream.write(data, error => error ? reject(new TransportError(`${this.describe(user)}: write failed: ${error.message}`, { cause: error })) : resolve())
+      }),
+      resize: async (rows, cols) => {
+        await exec.resize({ h: rows, w: cols })
+      },
+      exit: () => this.execOutcome(exec, user),
+      close: () => { stream.destroy() },
+    }
+  }
+
+  /**
+   * Exit facts of a finished exec (ExecInspect). The engine reports a signal death as exit
+   * code 128+N; that is passed on as the exit code, since a voluntary `exit 137` looks the same.
+   * @throws TransportError when the container stopped or the engine vanished (the exec did not
+   *   end on its own, so there is no exit status).
+   */
+  private async execOutcome(exec: Docker.Exec, user: string | undefined): Promise<SubprocessOutcome> {
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      let info: Docker.ExecInspectInfo
+      try {
+        info = await exec.inspect()
+      } catch (error) {
+        throw new TransportError(`${this.describe(user)}: lost the terminal: ${engineError(error, 'exec inspect').message}`, { cause: error })
+      }
+      if (!info.Running) {
+        if (!(await this.running())) throw new TransportError(`${this.describe(user)}: the container stopped while the terminal was live`)
+        return { exitCode: info.ExitCode ?? null, signal: null }
+      }
+      // The attach stream can close a moment before the engine records the exit.
+      await delay(attempt < 20 ? 5 : 50)
+    }
+    if (!(await this.running())) throw new TransportError(`${this.describe(user)}: the container stopped while the terminal was live`)
+    throw new TransportError(`${this.describe(user)}: the terminal's attach stream closed but the exec still runs`)
+  }
+
+  /** True while the container runs (false when stopped, paused, removed, or the engine is gone). */
+  async running(): Promise<boolean> {
+    try {
+      const info = await this.docker.getContainer(this.containerId).inspect()
+      return info.State.Running && !info.State.Paused
+    } catch {
+      return false
+    }
+  }
+
+  /**
+   * Close every control channel and, for a managed container, remove it (force).
+   * Idempotent. Terminals must be terminated first by the owner.
+   */
+  async dispose(): Promise<void> {
+    if (this.disposed) return
+    this.disposed = true
+    const controls = await Promise.allSettled([...this.controls.values()])
+    for (const outcome of controls) if (outcome.status === 'fulfilled') outcome.value.close()
+    this.controls.clear()
+    if (this.managed) {
+      await this.docker.getContainer(this.containerId).remove({ force: true }).catch((error: unknown) => {
+        if ((error as { statusCode?: number }).statusCode !== 404) throw engineError(error, `removing ${this.describe()}`)
+      })
+    }
+  }
+}
+
+function assertRunning(info: Docker.ContainerInspectInfo, name: string): void {
+  if (!info.State.Running) throw new TargetNotRunningError(`docker container ${name} is not running (status: ${info.State.Status})`)
+  if (info.State.Paused) throw new TargetNotRunningError(`docker container ${name} is paused`)
+}

@@ -1,0 +1,100 @@
+/**
+ * The terminal start wrapper and its boundary marker. Both worlds run the same tiny POSIX
+ * script as the PTY's first process: it enters the cwd, checks the program exists, prints a
+ * marker carrying a random nonce and `$$`, then `exec env -i NAME=VALUE... argv`, so the
+ * published pid IS the program's pid and the environment is exactly the requested one.
+ * The nonce (128 random bits, never written to the terminal before the marker) makes the
+ * marker unforgeable by anything the program later prints.
+ * @module dsh-remote-worlds/providers/remote/boundary
+ */
+import { randomBytes } from 'node:crypto'
+import { InvalidArgumentError } from './errors.ts'
+import { shQuote, shQuoteArgv, shQuoteEnvEntry } from './quote.ts'
+
+/** Exit codes the wrapper uses before `exec` for its own failures. */
+export const WRAPPER_EXIT = { cwd: 97, executable: 127 } as const
+
+/** A built wrapper: the script and the nonce its markers carry. */
+export interface StartWrapper {
+  /** POSIX sh script to run as `sh -c SCRIPT` (or as an SSH exec command line). */
+  script: string
+  /** Hex nonce embedded in the markers. */
+  nonce: string
+}
+
+/**
+ * Build the start wrapper.
+ * @param argv - program and arguments; argv[0] is resolved in PATH of `env` when it has no `/`.
+ * @param cwd - absolute working directory in the remote world.
+ * @param env - the complete environment of the program (nothing else is inherited).
+ * @returns the script and its nonce.
+ * @throws InvalidArgumentError for an empty argv, a relative cwd, or NUL anywhere.
+ */
+export function buildStartWrapper(argv: readonly string[], cwd: string, env: Readonly<Record<string, string>>): StartWrapper {
+  const program = argv[0]
+  if (program === undefined || program.length === 0) throw new InvalidArgumentError('argv[0] must be a non-empty program name')
+  if (!cwd.startsWith('/')) throw new InvalidArgumentError(`cwd must be an absolute path in the remote world: ${JSON.stringify(cwd)}`)
+  const nonce = randomBytes(16).toString('hex')
+  const path = env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  const envWords = Object.entries(env).map(([name, value]) => shQuoteEnvEntry(name, value)).join(' ')
+  // The marker text is assembled by printf at run time, so the nonce never appears as one run
+  // of bytes in the script itself (a shell that echoed its command line could not forge it).
+  const marker = (kind: string, tail: string): string => `printf '\\n%s%s:${kind}:%s\\n' DSHB ${shQuote(nonce)} ${tail}`
+  const script = [
+    `cd ${shQuote(cwd, 'cwd')} 2>/dev/null || { ${marker('cwd', '-')}; exit ${WRAPPER_EXIT.cwd}; }`,
+    program.includes('/')
+      ? `[ -f ${shQuote(program)} ] && [ -x ${shQuote(program)} ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`
+      : `PATH=${shQuote(path)} command -v ${shQuote(program)} >/dev/null 2>&1 || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`,
+    `${marker('pid', '"$$"')}`,
+    `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
+  ].join('\n')
+  return { script, nonce }
+}
+
+/** What {@link BoundaryScanner.push} found. */
+export type BoundaryEvent =
+  | { kind: 'pending' }
+  | { kind: 'started'; pid: number; rest: Buffer }
+  | { kind: 'failed'; reason: 'cwd' | 'exe'; preamble: string }
+
+/**
+ * Finds the wrapper's marker in the first bytes of terminal output. Everything up to and
+ * including the marker line is dropped (the marker's leading newline only separates it from
+ * whatever a login shell printed before); the bytes after it are the program's output.
+ */
+export class BoundaryScanner {
+  private buffer: Buffer = Buffer.alloc(0)
+  private readonly pattern: RegExp
+
+  /**
+   * @param nonce - the wrapper's nonce.
+   * @param maxBytes - how much pre-marker output to hold before giving up (bytes).
+   */
+  constructor(nonce: string, private readonly maxBytes = 1 << 20) {
+    this.pattern = new RegExp(`DSHB${nonce}:(pid|cwd|exe):(\\d+|-)\\r?\\n`)
+  }
+
+  /**
+   * Consume one chunk.
+   * @throws InvalidArgumentError never; returns `failed` events for wrapper failures.
+   * @throws RangeError when more than `maxBytes` arrive without a marker.
+   */
+  push(chunk: Buffer): BoundaryEvent {
+    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
+    // latin1 maps bytes 1:1, so string offsets are byte offsets.
+    const text = this.buffer.toString('latin1')
+    const match = this.pattern.exec(text)
+    if (match === null) {
+      if (this.buffer.length > this.maxBytes) throw new RangeError(`no start marker within ${this.maxBytes} bytes of terminal output`)
+      return { kind: 'pending' }
+    }
+    const preamble = this.buffer.subarray(0, match.index).toString('utf8').trim()
+    if (match[1] === 'pid') return { kind: 'started', pid: Number(match[2]), rest: this.buffer.subarray(match.index + match[0].length) }
+    return { kind: 'failed', reason: match[1] as 'cwd' | 'exe', preamble }
+  }
+
+  /** Bytes seen so far without a marker, for error messages. */
+  get seen(): string {
+    return this.buffer.toString('utf8')
+  }
+}

@@ -1,0 +1,172 @@
+# dsh-remote-worlds control program (POSIX sh). Sent over the stdin of one persistent non-PTY
+# process per (world, uid); nothing is written to the remote disk. See control-channel.ts for
+# the protocol and the /proc facts it relies on. Every /proc read is a shell builtin `read`
+# with a redirection, so a probe forks nothing; dd/od run only to read a select/poll fd set.
+exec 2>/dev/null
+# System call numbers that can mean "waiting for terminal input on fd 0", per architecture.
+# Sources: arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h
+# (aarch64 has no plain select, poll or epoll_wait).
+case $(uname -m) in
+  x86_64|amd64) ARCH=x86_64 SYS_READ=0 SYS_SELECT=23 SYS_PSELECT=270 SYS_POLL=7 SYS_PPOLL=271 SYS_EPWAIT=232 SYS_EPPWAIT=281 ;;
+  aarch64|arm64) ARCH=aarch64 SYS_READ=63 SYS_SELECT=none SYS_PSELECT=72 SYS_POLL=none SYS_PPOLL=73 SYS_EPWAIT=none SYS_EPPWAIT=22 ;;
+  *) ARCH=unknown SYS_READ=none SYS_SELECT=none SYS_PSELECT=none SYS_POLL=none SYS_PPOLL=none SYS_EPWAIT=none SYS_EPPWAIT=none ;;
+esac
+
+# st FILE: parse a /proc/PID/stat file into S_STATE S_PPID S_PGRP S_SID S_TTY S_TPGID S_START.
+# comm (field 2) may hold spaces, ") " and newlines: fields 3.. start after the LAST ") ", and a
+# first line with too few fields after it means comm held a newline, so the file is read whole.
+st() {
+  _f=$1 _l=
+  { IFS= read -r _l; } < "$_f" || [ -n "$_l" ] || return 1
+  _r=${_l##*') '}
+  set -f; set -- $_r; set +f
+  if [ $# -lt 20 ]; then
+    _l=
+    while IFS= read -r _x || [ -n "$_x" ]; do _l="$_l$_x "; _x=; done < "$_f"
+    _r=${_l##*') '}
+    set -f; set -- $_r; set +f
+    [ $# -ge 20 ] || return 1
+  fi
+  S_STATE=$1 S_PPID=$2 S_PGRP=$3 S_SID=$4 S_TTY=$5 S_TPGID=$6
+  shift 19
+  S_START=$1
+}
+
+# live PID START: the process with this identity (pid, starttime) exists and is not a zombie.
+live() {
+  st "/proc/$1/stat" || return 1
+  [ "$S_START" = "$2" ] || return 1
+  case $S_STATE in Z|X|x) return 1 ;; esac
+}
+
+# memb PID OFFSET LEN: LEN bytes of the process's memory at OFFSET, as unsigned decimals.
+memb() {
+  dd if="/proc/$1/mem" bs="$3" count=1 skip="$2" iflag=skip_bytes | od -An -v -tu1
+}
+
+# waits PID: some thread of PID is blocked in read(0), or in select/pselect6, poll/ppoll or
+# epoll_wait/epoll_pwait with fd 0 among what it waits for. Unreadable means no.
+waits() {
+  _wp=$1
+  for _t in /proc/$_wp/task/*; do
+    _n= _a0= _a1= _rest=
+    { read -r _n _a0 _a1 _rest; } < "$_t/syscall" || [ -n "$_n" ] || continue
+    case $_n in ''|running|-*) continue ;; esac
+    if [ "$_n" = "$SYS_READ" ]; then
+      [ $((_a0)) -eq 0 ] && return 0
+    elif [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ]; then
+      # select(nfds, readfds, ...): bit 0 of the first byte of readfds is fd 0.
+      if [ $((_a0)) -ge 1 ] && [ $((_a1)) -ne 0 ]; then
+        _b=$(memb "$_wp" $((_a1)) 1)
+        [ -n "${_b## }" ] && [ $((_b % 2)) -eq 1 ] && return 0
+      fi
+    elif [ "$_n" = "$SYS_POLL" ] || [ "$_n" = "$SYS_PPOLL" ]; then
+      # poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }, POLLIN = 1.
+      _c=$((_a1))
+      if [ "$_c" -ge 1 ] && [ $((_a0)) -ne 0 ]; then
+        [ "$_c" -gt 64 ] && _c=64
+        set -f; set -- $(memb "$_wp" $((_a0)) $((_c * 8))); set +f
+        while [ $# -ge 8 ]; do
+          [ "$1$2$3$4" = 0000 ] && [ $(($5 % 2)) -eq 1 ] && return 0
+          shift 8
+        done
+      fi
+    elif [ "$_n" = "$SYS_EPWAIT" ] || [ "$_n" = "$SYS_EPPWAIT" ]; then
+      # epoll_wait(epfd, ...): the epoll instance's fdinfo lists one "tfd: FD" line per watched fd.
+      while read -r _k _v _rest; do
+        [ "$_k" = tfd: ] && [ "$_v" = 0 ] && return 0
+      done < "/proc/$_wp/fdinfo/$((_a0))"
+    fi
+  done
+  return 1
+}
+
+# fgwait SHELL TPGID: a member of process group TPGID waits on fd 0. Checks the group leader,
+# then walks the shell's descendants through the task children files (bounded).
+fgwait() {
+  _g=$2
+  if st "/proc/$_g/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_g"; then return 0; fi
+  _q="$1 " _seen=0
+  while [ -n "$_q" ] && [ "$_seen" -lt 1024 ]; do
+    _p=${_q%%' '*}; _q=${_q#*' '}
+    [ -n "$_p" ] || continue
+    _seen=$((_seen + 1))
+    if [ "$_p" != "$_g" ] && st "/proc/$_p/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_p"; then return 0; fi
+    for _cf in /proc/$_p/task/*/children; do
+      _k=
+      { read -r _k; } < "$_cf" || [ -n "$_k" ] || continue
+      _q="$_q$_k "
+    done
+  done
+  return 1
+}
+
+# ignterm PID: SIGTERM (bit 14 of the SigIgn mask in /proc/PID/status) is ignored.
+ignterm() {
+  while read -r _k _v; do
+    if [ "$_k" = SigIgn: ]; then [ $((0x$_v & 16384)) -ne 0 ]; return; fi
+  done < "/proc/$1/status"
+  return 1
+}
+
+# HOME as hex, so any byte survives the line protocol; "-" when unset or empty.
+_home=$(printf '%s' "$HOME" | od -An -v -tx1 | tr -d ' \n')
+echo "READY $(id -u) $ARCH $$ ${_home:--}"
+while IFS= read -r _req; do
+  set -f; set -- $_req; set +f
+  _id=$1 _op=$2
+  if [ $# -lt 2 ]; then echo "$_id err bad-request"; continue; fi
+  shift 2
+  case $_op in
+    ping) echo "$_id ok pong" ;;
+    quit) exit 0 ;;
+    stat)
+      if st "/proc/$1/stat"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
+      else echo "$_id gone"; fi ;;
+    statfile)
+      # statfile PATH: parse any file as a stat line (pins the parser on hostile comm names).
+      if st "$1"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
+      else echo "$_id gone"; fi ;;
+    fg)
+      # fg PID START -> ok TPGID SHELL_PGRP WAITING(1|0) | gone
+      if live "$1" "$2"; then
+        _tp=$S_TPGID _sp=$S_PGRP
+        if [ "$_tp" -gt 0 ] && fgwait "$1" "$_tp"; then echo "$_id ok $_tp $_sp 1"; else echo "$_id ok $_tp $_sp 0"; fi
+      else echo "$_id gone"; fi ;;
+    sigfg)
+      # sigfg PID START SIG -> ok TPGID | refused TPGID | err TPGID | gone
+      if live "$1" "$2"; then
+        _tp=$S_TPGID
+        if [ "$_tp" -le 0 ]; then echo "$_id err -1"
+        elif [ "$3" = KILL ] && [ "$_tp" = "$S_PGRP" ]; then echo "$_id refused $_tp"
+        elif kill -s "$3" -- "-$_tp"; then echo "$_id ok $_tp"
+        else echo "$_id err $_tp"; fi
+      else echo "$_id gone"; fi ;;
+    ps)
+      # ps -> ok PID,PPID,PGRP,SID,STATE,START ...
+      _o=
+      for _d in /proc/[0-9]*; do
+        st "$_d/stat" && _o="$_o ${_d#/proc/},$S_PPID,$S_PGRP,$S_SID,$S_STATE,$S_START"
+      done
+      echo "$_id ok$_o" ;;
+    kill)
+      # kill SIG PID:START... -> ok PID:s|g|e ... (signalled, gone, error)
+      _sig=$1; shift; _o=
+      for _m in "$@"; do
+        _p=${_m%%:*}
+        if live "$_p" "${_m#*:}"; then
+          if kill -s "$_sig" "$_p"; then _o="$_o $_p:s"; else _o="$_o $_p:e"; fi
+        else _o="$_o $_p:g"; fi
+      done
+      echo "$_id ok$_o" ;;
+    ignterm)
+      # ignterm PID:START... -> ok PID:1|0 ... (1: alive and ignores SIGTERM)
+      _o=
+      for _m in "$@"; do
+        _p=${_m%%:*}
+        if live "$_p" "${_m#*:}" && ignterm "$_p"; then _o="$_o $_p:1"; else _o="$_o $_p:0"; fi
+      done
+      echo "$_id ok$_o" ;;
+    *) echo "$_id err unknown-op" ;;
+  esac
+done

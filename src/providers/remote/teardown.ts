@@ -1,0 +1,105 @@
+/**
+ * The one teardown ladder of every world: TERM -> CONT -> grace -> KILL, then a quiescence
+ * proof, all through the control channel (DESIGN.md section 5: closing a Docker attach or an SSH
+ * exec channel leaves processes running, so nothing else can be trusted to stop them).
+ * @module dsh-remote-worlds/providers/remote/teardown
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import { type ControlChannel, type ProcessIdentity, type RemoteProcess, isDeadState } from './control-channel.ts'
+import { CleanupFailedError } from './errors.ts'
+
+const POLL_MS = 10
+
+/**
+ * The members of the terminal's process session still alive: processes whose session id is
+ * the shell's pid, plus descendants of the shell by parent pid (a `setsid` child leaves the
+ * session but not the tree while its parent lives). Processes that started before the shell
+ * cannot belong to it, which fences a reused pid or session id.
+ *
+ * @param table - the remote process table.
+ * @param shell - identity of the terminal's session leader.
+ * @returns non-zombie members, the shell included when alive.
+ */
+export function sessionMembers(table: readonly RemoteProcess[], shell: ProcessIdentity): RemoteProcess[] {
+  const candidates = table.filter(entry => entry.starttime >= shell.starttime)
+  const members = new Map<number, RemoteProcess>()
+  for (const entry of candidates) if (entry.session === shell.pid || entry.pid === shell.pid) members.set(entry.pid, entry)
+  // Descendants by ppid of any member, iterated to a fixed point.
+  let grew = true
+  while (grew) {
+    grew = false
+    for (const entry of candidates) {
+      if (!members.has(entry.pid) && members.has(entry.ppid)) {
+        members.set(entry.pid, entry)
+        grew = true
+      }
+    }
+  }
+  return [...members.values()].filter(entry => !isDeadState(entry.state))
+}
+
+/** Options of {@link terminateSession}. */
+export interface TerminateSessionOptions {
+  /** TERM-to-KILL grace and KILL-to-proof bound, in ms. */
+  graceMs: number
+  /** Earlier-seen members to include even when the table no longer links them to the shell. */
+  tracked?: readonly ProcessIdentity[]
+}
+
+/**
+ * Stop every member of the shell's session and prove it quiescent.
+ *
+ * 1. SIGTERM then SIGCONT to every member (a stopped job cannot act on TERM until continued).
+ * 2. Wait until all are gone, at most `graceMs`. The wait ends early once every survivor has
+ *    SIGTERM in its ignored mask (`/proc/PID/status` SigIgn): interactive bash ignores TERM
+ *    (bash(1), SIGNALS), so waiting out the grace for it proves nothing and costs 3 s.
+ * 3. SIGKILL survivors and anything that joined meanwhile; wait at most `graceMs` more.
+ * 4. Re-read the table: no non-zombie member may remain.
+ *
+ * @returns the identities that were signalled (empty when nothing was alive).
+ * @throws CleanupFailedError naming the survivors when quiescence cannot be proven.
+ * @throws ControlChannelError when the control channel fails mid-ladder.
+ */
+export async function terminateSession(control: ControlChannel, shell: ProcessIdentity, options: TerminateSessionOptions): Promise<ProcessIdentity[]> {
+  const collect = async (): Promise<RemoteProcess[]> => {
+    const table = await control.processTable()
+    const members = sessionMembers(table, shell)
+    const known = new Set(members.map(member => member.pid))
+    for (const tracked of options.tracked ?? []) {
+      const entry = table.find(row => row.pid === tracked.pid && row.starttime === tracked.starttime)
+      if (entry !== undefined && !isDeadState(entry.state) && !known.has(entry.pid)) members.push(entry)
+    }
+    return members
+  }
+  const signalled = new Map<string, ProcessIdentity>()
+  const remember = (members: readonly ProcessIdentity[]): void => {
+    for (const member of members) signalled.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
+  }
+
+  let members = await collect()
+  if (members.length === 0) return []
+  remember(members)
+  await control.kill('TERM', members)
+  await control.kill('CONT', members)
+
+  const termDeadline = Date.now() + options.graceMs
+  for (;;) {
+    members = await collect()
+    if (members.length === 0) return [...signalled.values()]
+    if (Date.now() >= termDeadline) break
+    const ignoring = await control.ignoringTerm(members)
+    if (members.every(member => ignoring.has(member.pid))) break
+    await delay(POLL_MS)
+  }
+
+  const killDeadline = Date.now() + options.graceMs
+  for (;;) {
+    remember(members)
+    await control.kill('KILL', members)
+    await delay(POLL_MS)
+    members = await collect()
+    if (members.length === 0) return [...signalled.values()]
+    if (Date.now() >= killDeadline) break
+  }
+  throw new CleanupFailedError(members.map(member => member.pid), ` (state ${members.map(member => `${member.pid}:${member.state}`).join(', ')})`)
+}

@@ -1,0 +1,250 @@
+/**
+ * The world-neutral remote terminal: a {@link SubprocessTerminalHandle} over any PTY byte
+ * transport (a Docker exec with `Tty: true`, an SSH exec channel with a pty) plus the world's
+ * control channel for foreground probing, signalling and teardown.
+ * @module dsh-remote-worlds/providers/remote/terminal
+ */
+import { PassThrough, type Readable } from 'node:stream'
+import { setTimeout as delay } from 'node:timers/promises'
+import type {
+  SubprocessOutcome,
+  SubprocessTerminalForeground,
+  SubprocessTerminalHandle,
+  SubprocessTerminalSignal,
+  SubprocessTerminalSpawnSpec,
+} from '@deepseek-ai/dsh-subprocess'
+import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
+import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
+import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { terminateSession } from './teardown.ts'
+
+/** The PTY byte stream of one remote process, as a world provides it. */
+export interface TerminalTransport {
+  /** Raw PTY output bytes; ends when the remote process's PTY side closes. */
+  readonly output: Readable
+  /** Deliver bytes to the PTY input. Rejects when the transport is gone. */
+  write(data: Buffer): Promise<void>
+  /** Set the PTY window size (rows, cols in character cells). */
+  resize(rows: number, cols: number): Promise<void>
+  /**
+   * Exit facts of the top-level process, available after `output` ended.
+   * Rejects with {@link TransportError} when the world itself broke (container stopped,
+   * connection lost), so the exit status is unknowable.
+   */
+  exit(): Promise<SubprocessOutcome>
+  /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
+  close(): void
+}
+
+/** What a world supplies to start one terminal. */
+export interface RemoteTerminalStart {
+  /** The seam's spec. */
+  spec: SubprocessTerminalSpawnSpec
+  /** The complete environment of the program (world ambient env, scrubbed, then spec.env). */
+  env: Readonly<Record<string, string>>
+  /** Control channel running as the same uid as the terminal. */
+  control: ControlChannel
+  /** World description for messages, e.g. `docker container abc123 as agent`. */
+  where: string
+  /** Start a PTY process running `sh -c SCRIPT` (SSH: the script as the exec command). */
+  open(script: string): Promise<TerminalTransport>
+  /**
+   * True when the world can no longer run anything (a stopped container): used when the
+   * control channel is gone, to tell "nothing left to stop" from "cannot prove quiescence".
+   */
+  worldEnded(): Promise<boolean>
+  /** Called once after a successful terminate (the runtime forgets the handle). */
+  onTerminated?: ((handle: RemoteTerminalHandle) => void) | undefined
+}
+
+const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
+  SIGINT: 'INT', SIGTERM: 'TERM', SIGKILL: 'KILL', SIGTSTP: 'TSTP', SIGHUP: 'HUP',
+}
+
+/**
+ * Start a terminal: run the start wrapper on a fresh PTY, wait for its marker, publish the pid
+ * (identity fenced by start time), apply the window size, and return the live handle.
+ *
+ * @throws CwdNotFoundError when `spec.cwd` cannot be entered.
+ * @throws ExecutableNotFoundError when `argv[0]` does not exist (e.g. an image without bash).
+ * @throws SpawnFailedError when the PTY ends without a marker.
+ * @throws the abort reason when `spec.signal` aborts before publication (anything started is torn down).
+ */
+export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<RemoteTerminalHandle> {
+  const { spec, control, where } = start
+  spec.signal?.throwIfAborted()
+  const wrapper = buildStartWrapper(spec.argv, spec.cwd, start.env)
+  const transport = await start.open(wrapper.script)
+  const scanner = new BoundaryScanner(wrapper.nonce)
+  const marker = Promise.withResolvers<{ pid: number; rest: Buffer }>()
+  const onData = (chunk: Buffer): void => {
+    let event
+    try {
+      event = scanner.push(chunk)
+    } catch (error) {
+      marker.reject(new SpawnFailedError(`terminal in ${where} printed no start marker: ${(error as Error).message}`))
+      return
+    }
+    if (event.kind === 'started') {
+      // Hold later bytes in the stream until the handle attaches (nothing may be dropped).
+      transport.output.pause()
+      marker.resolve({ pid: event.pid, rest: event.rest })
+    }
+    else if (event.kind === 'failed') {
+      marker.reject(event.reason === 'cwd' ? new CwdNotFoundError(spec.cwd, where) : new ExecutableNotFoundError(spec.argv[0]!, where))
+    }
+  }
+  const onEnd = (): void => marker.reject(new SpawnFailedError(`terminal in ${where} ended before its start marker${scanner.seen.trim().length > 0 ? `: ${JSON.stringify(scanner.seen.trim().slice(0, 500))}` : ''}`))
+  const onError = (error: Error): void => marker.reject(new TransportError(`terminal transport in ${where} failed during start: ${error.message}`, { cause: error }))
+  const onAbort = (): void => marker.reject(spec.signal?.reason)
+  transport.output.on('data', onData)
+  transport.output.once('end', onEnd)
+  transport.output.once('error', onError)
+  spec.signal?.addEventListener('abort', onAbort, { once: true })
+  let started: { pid: number; rest: Buffer }
+  try {
+    const resize = transport.resize(spec.rows, spec.cols).catch(() => undefined)
+    started = await marker.promise
+    await resize
+  } catch (error) {
+    transport.close()
+    throw error
+  } finally {
+    transport.output.off('data', onData)
+    transport.output.off('end', onEnd)
+    transport.output.off('error', onError)
+    spec.signal?.removeEventListener('abort', onAbort)
+  }
+  const stat = await control.stat(started.pid).catch(() => undefined)
+  if (stat === undefined) {
+    transport.close()
+    throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace or already exited)`)
+  }
+  const handle = new RemoteTerminalHandle(transport, start, { pid: started.pid, starttime: stat.starttime }, started.rest)
+  if (spec.signal?.aborted === true) {
+    await handle.terminate().catch(() => undefined)
+    throw spec.signal.reason
+  }
+  // Re-apply the size now that the program runs (a resize before exec start is dropped by Docker).
+  await transport.resize(spec.rows, spec.cols).catch(() => undefined)
+  return handle
+}
+
+/**
+ * A live remote terminal. `output` carries the program's bytes exactly (nothing decoded);
+ * `done` resolves with the top-level exit facts, or rejects with {@link TransportError} when
+ * the world broke; `output` ends in both cases.
+ */
+export class RemoteTerminalHandle implements SubprocessTerminalHandle {
+  /** Top-level process id in the remote world's pid namespace. */
+  readonly pid: number
+  /** Identity (pid, start time) that fences every signal. */
+  readonly identity: ProcessIdentity
+  readonly output = new PassThrough()
+  readonly done: Promise<SubprocessOutcome>
+  private readonly transport: TerminalTransport
+  private readonly start: RemoteTerminalStart
+  private readonly inflight = new Set<Promise<unknown>>()
+  private exited = false
+  private closing = false
+  private cleanup: Promise<void> | undefined
+
+  /** @internal Use {@link startRemoteTerminal}. */
+  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, rest: Buffer) {
+    this.transport = transport
+    this.start = start
+    this.identity = identity
+    this.pid = identity.pid
+    if (rest.length > 0) this.output.write(rest)
+    const outputEnded = Promise.withResolvers<void>()
+    transport.output.on('data', (chunk: Buffer) => this.output.write(chunk))
+    transport.output.once('end', () => outputEnded.resolve())
+    transport.output.once('close', () => outputEnded.resolve())
+    transport.output.once('error', () => outputEnded.resolve())
+    transport.output.resume()
+    this.done = outputEnded.promise.then(() => transport.exit()).finally(() => {
+      this.exited = true
+      this.output.end()
+    })
+    // `done` rejects only for a live transport failure; callers attach their own handlers.
+    this.done.catch(() => undefined)
+  }
+
+  /** @inheritdoc */
+  write(data: string): Promise<void> {
+    if (this.exited) return Promise.reject(new Error('terminal process has exited'))
+    if (this.closing) return Promise.reject(new Error('terminal is terminating'))
+    return this.track(this.transport.write(Buffer.from(data, 'utf8')))
+  }
+
+  /** @inheritdoc */
+  inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
+    if (this.closing) return Promise.reject(new Error('terminal is terminating'))
+    return this.track(this.start.control.foreground(this.identity).then(facts => {
+      if (facts === undefined || facts.tpgid <= 0) return undefined
+      return { processGroupId: facts.tpgid, inputWaiting: facts.inputWaiting }
+    }))
+  }
+
+  /**
+   * @inheritdoc
+   * @throws Error when asked to SIGKILL the shell's own group (terminate the session instead),
+   *   when no foreground group exists, or when the shell is gone.
+   */
+  signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
+    if (this.closing) return Promise.reject(new Error('terminal is terminating'))
+    const name = SIGNAL_NAMES[signal]
+    if (name === undefined) return Promise.reject(new Error(`unsupported terminal signal: ${String(signal)}`))
+    return this.track(this.start.control.signalForeground(this.identity, name).then(result => {
+      switch (result.kind) {
+        case 'signalled': return result.pgid
+        case 'refused': throw new Error('refusing to SIGKILL the terminal shell; terminate the terminal session instead')
+        case 'failed': throw new Error(`cannot deliver ${signal} to foreground process group ${result.pgid} of terminal ${this.pid}`)
+        case 'gone': throw new Error(`cannot resolve foreground process group for terminal ${this.pid}: the shell has exited`)
+      }
+    }))
+  }
+
+  /**
+   * Stop every member of the terminal's session and prove quiescence (see
+   * {@link terminateSession}); then wait for `done` and release the transport.
+   * Idempotent while in flight; a failed attempt may be retried.
+   * @throws CleanupFailedError naming survivors.
+   * @throws ControlChannelError when the control channel is gone and the world still runs.
+   */
+  terminate(): Promise<void> {
+    if (this.cleanup !== undefined) return this.cleanup
+    this.closing = true
+    const cleanup = this.terminateOnce()
+    this.cleanup = cleanup
+    cleanup.catch(() => { this.cleanup = undefined })
+    return cleanup
+  }
+
+  private async terminateOnce(): Promise<void> {
+    await Promise.allSettled([...this.inflight])
+    const graceMs = this.start.spec.graceMs
+    try {
+      await terminateSession(this.start.control, this.identity, { graceMs })
+    } catch (error) {
+      // A dead control channel in a world that ended (container stopped) leaves nothing running.
+      const ended = error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED' && await this.start.worldEnded().catch(() => false)
+      if (!ended) throw error
+    }
+    // The top-level process is gone; give the transport a bounded moment to report it.
+    await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    this.transport.close()
+    if (!this.exited) {
+      this.exited = true
+      this.output.end()
+    }
+    this.start.onTerminated?.(this)
+  }
+
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.inflight.add(promise)
+    const untrack = (): void => { this.inflight.delete(promise) }
+    promise.then(untrack, untrack)
+    return promise
+  }
+}

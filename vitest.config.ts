@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config'
+
+// Tests run against a real Docker engine and real upstream packages; `npm test` first runs
+// docker/ensure-world.sh so the engine and the project image exist. World tests share one
+// engine, so files run one at a time to keep timing-sensitive readiness checks honest on 2 cores.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    fileParallelism: false,
+    reporters: ['default'],
+  },
+})
