@@ -7,6 +7,7 @@ import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { SubprocessHandle, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import Docker from 'dockerode'
 import { z } from 'zod'
+import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
 import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
@@ -83,6 +84,16 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
       opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
     }
     return this.worldPromise
+  }
+
+  /** The control channel of this runtime's exec user (opens the world on first use). */
+  async control(): Promise<ControlChannel> {
+    return (await this.world()).control(this.config.user)
+  }
+
+  /** Short description of the world for messages. */
+  describe(): string {
+    return this.config.container !== undefined ? `docker container ${this.config.container}` : `managed container from ${this.config.image}`
   }
 
   /** @inheritdoc */

@@ -44,7 +44,12 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
     `cd ${shQuote(cwd, 'cwd')} 2>/dev/null || { ${marker('cwd', '-')}; exit ${WRAPPER_EXIT.cwd}; }`,
     program.includes('/')
       ? `[ -f ${shQuote(program)} ] && [ -x ${shQuote(program)} ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`
-      : `PATH=${shQuote(path)} command -v ${shQuote(program)} >/dev/null 2>&1 || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`,
+      // Search PATH for an executable FILE, as env(1)'s execvp will. Not `command -v`: it also
+      // reports shell builtins (echo, printf, kill, test...), so a name missing from PATH passed
+      // the check and `env` then failed with 127 after the pid was published. Entries are cut
+      // with parameter expansions (no IFS splitting, which zsh as an SSH login shell skips).
+      : `_dshP=${shQuote(`${path}:`)} _dshX=1; while [ -n "$_dshP" ]; do _dshD=\${_dshP%%:*}; _dshP=\${_dshP#*:}; if [ -f "\${_dshD:-.}"/${shQuote(program)} ] && [ -x "\${_dshD:-.}"/${shQuote(program)} ]; then _dshX=0; break; fi; done
+[ "$_dshX" = 0 ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`,
     `${marker('pid', '"$$"')}`,
     `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
   ].join('\n')

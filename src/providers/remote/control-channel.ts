@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs'
 import type { Readable, Writable } from 'node:stream'
 import PQueue from 'p-queue'
+import { parseEnvEntries } from './environment.ts'
 import { ControlChannelError, InvalidArgumentError } from './errors.ts'
 
 /** The control program's text, sent verbatim over the remote process's stdin. */
@@ -92,6 +93,8 @@ export interface ControlTransport {
 }
 
 const READY_TIMEOUT_MS = 15_000
+/** Output a login may print before the program's READY line (bytes). */
+const PREAMBLE_MAX_BYTES = 64 * 1024
 const TOKEN = /^[A-Za-z0-9_:.,/-]+$/
 
 /**
@@ -133,18 +136,24 @@ export class ControlChannel {
     let text = ''
     const onData = (chunk: Buffer): void => {
       text += chunk.toString('latin1')
-      const newline = text.indexOf('\n')
-      if (newline < 0) return
-      cleanup()
-      const line = text.slice(0, newline)
-      const match = /^READY (\d+) (\S+) (\d+) (\S+)$/.exec(line)
-      if (match === null) {
-        transport.close()
-        ready.reject(new ControlChannelError(`the remote control program in ${where} did not start: ${JSON.stringify(line.slice(0, 200))}`))
+      // A login's startup files (an SSH login shell's rc files) may print lines before the
+      // program starts: skip whole lines until READY, within a bound.
+      let start = 0
+      for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
+        const line = text.slice(start, newline)
+        start = newline + 1
+        const match = /^READY (\d+) (\S+) (\d+) (\S+)$/.exec(line)
+        if (match === null) continue
+        cleanup()
+        const home = match[4] === '-' ? undefined : Buffer.from(match[4]!, 'hex').toString('utf8')
+        ready.resolve(new ControlChannel(transport, { uid: Number(match[1]), arch: match[2]!, pid: Number(match[3]), home }, text.slice(start)))
         return
       }
-      const home = match[4] === '-' ? undefined : Buffer.from(match[4]!, 'hex').toString('utf8')
-      ready.resolve(new ControlChannel(transport, { uid: Number(match[1]), arch: match[2]!, pid: Number(match[3]), home }, text.slice(newline + 1)))
+      if (text.length > PREAMBLE_MAX_BYTES) {
+        cleanup()
+        transport.close()
+        ready.reject(new ControlChannelError(`the remote control program in ${where} did not start: ${JSON.stringify(text.slice(0, 200))}`))
+      }
     }
     const onEnd = (): void => {
       cleanup()
@@ -205,6 +214,17 @@ export class ControlChannel {
       this.transport.stdin.write(`${id} ${tokens.join(' ')}\n`)
       return reply.promise
     }) as Promise<string[]>
+  }
+
+  /**
+   * The program's own initial environment (`/proc/PID/environ`): what the remote world gives
+   * a process it starts (for SSH, the login's HOME, USER, LOGNAME, PATH, SHELL, ...).
+   * Entries without `=` are skipped.
+   */
+  async environ(): Promise<Record<string, string>> {
+    const reply = await this.request('environ')
+    if (reply[0] !== 'ok' || reply.length > 2) throw this.unexpected('environ', reply)
+    return parseEnvEntries(Buffer.from(reply[1] ?? '', 'hex').toString('utf8').split('\0'))
   }
 
   /**

@@ -119,6 +119,10 @@ while IFS= read -r _req; do
   shift 2
   case $_op in
     ping) echo "$_id ok pong" ;;
+    environ)
+      # environ -> ok HEX: this program's initial environment (NUL-separated NAME=VALUE, as hex),
+      # i.e. what the remote world's login gives a process; one od+tr fork, asked once per channel.
+      echo "$_id ok $(od -An -v -tx1 < /proc/$$/environ | tr -d ' \n')" ;;
     quit) exit 0 ;;
     stat)
       if st "/proc/$1/stat"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"

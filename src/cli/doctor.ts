@@ -1,0 +1,111 @@
+/**
+ * `dsh-remote doctor`: what this world can PROVE, each fact checked for real on a scratch
+ * terminal, with the reason where something is not provable.
+ * @module dsh-remote-worlds/cli/doctor
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
+import type { RemoteWorld } from '../backend/world.ts'
+import { sessionMembers } from '../providers/remote/teardown.ts'
+import { controlledRuntime } from './target.ts'
+
+/** One doctor finding. */
+export interface DoctorCheck {
+  /** Short name, e.g. `exact stdin-wait`. */
+  name: string
+  /** True when the fact was proven on this world. */
+  ok: boolean
+  /** What was observed, or why it is not provable. */
+  detail: string
+}
+
+const BASH_ARGV = ['/bin/bash', '--noprofile', '--norc', '-i']
+const BASH_ENV = { TERM: 'dumb', PS1: 'dsh> ', PROMPT_COMMAND: 'printf "\\033]133;D;%s\\007" "$?"' }
+
+async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined || Date.now() >= deadline) return value
+    await delay(20)
+  }
+}
+
+/**
+ * Run every check on `world` (a scratch terminal is opened in `cwd` and closed).
+ * @returns the findings in order; a check that could not run is reported as not ok.
+ */
+export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorCheck[]> {
+  const checks: DoctorCheck[] = []
+  const runtime = controlledRuntime(world)
+  const control = await runtime.control()
+  const pingStarted = performance.now()
+  const samples: number[] = []
+  for (let index = 0; index < 20; index += 1) {
+    const started = performance.now()
+    await control.request('ping')
+    samples.push(performance.now() - started)
+  }
+  samples.sort((a, b) => a - b)
+  checks.push({ name: 'control channel', ok: true, detail: `uid ${control.info.uid}, arch ${control.info.arch}, median round trip ${samples[10]!.toFixed(2)} ms (20 pings in ${(performance.now() - pingStarted).toFixed(1)} ms)` })
+
+  let terminal: SubprocessTerminalHandle | undefined
+  try {
+    terminal = await world.runtime.spawnTerminal({ argv: BASH_ARGV, cwd, env: BASH_ENV, rows: 40, cols: 160, graceMs: 3_000 })
+    const shell = terminal.pid
+    terminal.output.resume()
+    const stat = await control.stat(shell)
+    const leader = stat !== undefined && stat.session === shell && stat.ttyNr !== 0
+    checks.push({ name: 'pid publication', ok: leader, detail: leader ? `remote pid ${shell} is a session leader with a controlling tty (tty_nr ${stat.ttyNr})` : `remote pid ${shell}: ${stat === undefined ? 'not visible to the control channel' : `session ${stat.session}, tty_nr ${stat.ttyNr}`}` })
+
+    const idle = await waitFor(async () => {
+      const facts = await terminal!.inspectForeground()
+      return facts?.processGroupId === shell ? facts : undefined
+    }, 3_000)
+    checks.push({ name: 'foreground probing', ok: idle !== undefined, detail: idle !== undefined ? `tpgid of the shell's tty is the shell's group ${shell} at the prompt` : 'the foreground group never matched the shell at the prompt' })
+
+    await terminal.write('cat\r')
+    const catGroup = await waitFor(async () => {
+      const facts = await terminal!.inspectForeground()
+      return facts !== undefined && facts.processGroupId !== shell ? facts.processGroupId : undefined
+    }, 3_000)
+    const waiting = catGroup === undefined ? undefined : await waitFor(async () => (await terminal!.inspectForeground())?.inputWaiting === true ? true : undefined, 2_000)
+    checks.push({
+      name: 'exact stdin-wait',
+      ok: waiting === true,
+      detail: waiting === true
+        ? `cat (group ${catGroup}) proven blocked in read on fd 0 via /proc/PID/task/TID/syscall`
+        : control.info.arch === 'unknown'
+          ? 'not provable: unknown architecture (no syscall table); sends to waiting programs settle by the 3 s silence fallback'
+          : `not provable: the control channel (uid ${control.info.uid}) cannot read the foreground process's /proc/PID/task/TID/syscall (needs ptrace-attach rights: same uid, a dumpable process, Yama ptrace_scope 0 or CAP_SYS_PTRACE); sends to waiting programs settle by the 3 s silence fallback`,
+    })
+
+    if (catGroup !== undefined) {
+      const target = await terminal.signalForeground('SIGINT')
+      const back = await waitFor(async () => (await terminal!.inspectForeground())?.processGroupId === shell ? true : undefined, 3_000)
+      checks.push({ name: 'signal delivery', ok: target === catGroup && back === true, detail: `SIGINT delivered to group ${target} (cat's group ${catGroup}); ${back === true ? 'the shell is foreground again' : 'cat did not exit'}` })
+    } else {
+      checks.push({ name: 'signal delivery', ok: false, detail: 'not checked: cat never became the foreground group' })
+    }
+
+    await terminal.write('sh -c \'trap "" TERM; sleep 300\' & sleep 300 & kill -STOP $!\r')
+    await delay(300)
+    const before = sessionMembers(await control.processTable(), { pid: shell, starttime: 0 }).length
+    const started = performance.now()
+    await terminal.terminate()
+    const ms = performance.now() - started
+    const after = sessionMembers(await control.processTable(), { pid: shell, starttime: 0 })
+    terminal = undefined
+    checks.push({ name: 'teardown proof', ok: after.length === 0, detail: after.length === 0 ? `${before} session members (a TERM-ignoring child and a stopped job included) stopped and proven gone in ${ms.toFixed(0)} ms` : `survivors: ${after.map(member => member.pid).join(', ')}` })
+  } catch (error) {
+    checks.push({ name: 'terminal', ok: false, detail: `could not run the checks: ${(error as Error).message}` })
+  } finally {
+    await terminal?.terminate().catch(() => undefined)
+  }
+  return checks
+}
+
+/** Render findings for humans. */
+export function formatChecks(description: string, checks: readonly DoctorCheck[]): string {
+  return [`dsh-remote doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(18)} ${check.detail}`)].join('\n')
+}

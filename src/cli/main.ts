@@ -1,0 +1,110 @@
+#!/usr/bin/env node
+/**
+ * `dsh-remote`: persistent, interruptible agent shells in containers and on remote hosts.
+ *   demo                   a short real agent session in a throwaway container (the default)
+ *   shell                  interactive: each line is a send; Ctrl-C cancels with a real SIGINT
+ *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG)
+ *   doctor                 what this world can prove, and why not where it cannot
+ * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed); --user; --cwd.
+ * @module dsh-remote-worlds/cli/main
+ */
+import { readFile } from 'node:fs/promises'
+import { Command, Option } from 'commander'
+import { runDemo } from './demo.ts'
+import { diagnose, formatChecks } from './doctor.ts'
+import { formatRecord, runStep, sessionLeftovers } from './run.ts'
+import { parseScript } from './script.ts'
+import { interactiveShell } from './shell.ts'
+import { type TargetFlags, openTarget, resolveTarget } from './target.ts'
+
+function targetOptions(command: Command): Command {
+  return command
+    .addOption(new Option('--docker <container>', 'attach to this running container (name or id)'))
+    .addOption(new Option('--image <image>', 'run a managed throwaway container from this image (default: dsh-remote-worlds/target:bookworm)'))
+    .addOption(new Option('--user <user>', 'remote user (exec user in Docker)'))
+    .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
+}
+
+async function readScript(source: string): Promise<string> {
+  if (source !== '-') return readFile(source, 'utf8')
+  const chunks: Buffer[] = []
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+const program = new Command()
+  .name('dsh-remote')
+  .description('Persistent, interruptible agent shells in containers and on remote hosts (DeepSeek Harness subprocess seam).')
+  .showHelpAfterError()
+
+program.command('demo', { isDefault: true })
+  .description('run a short real agent session in a throwaway container and prove nothing is left running')
+  .option('--image <image>', 'image to run', undefined)
+  .action(async (options: { image?: string }) => {
+    const clean = await runDemo(text => process.stdout.write(text), options.image)
+    process.exitCode = clean ? 0 : 1
+  })
+
+targetOptions(program.command('shell'))
+  .description('interactive persistent shell: each line is a send; Ctrl-C cancels the running command')
+  .action(async (flags: TargetFlags) => {
+    const target = resolveTarget(flags)
+    process.stderr.write(`opening ${target.description} ...\n`)
+    const world = await openTarget(target)
+    try {
+      const terminal = await world.open()
+      const status = await interactiveShell(terminal, process.stdin, process.stdout)
+      await terminal.close()
+      if (typeof status === 'number') process.exitCode = status
+    } finally {
+      await world.dispose()
+    }
+  })
+
+targetOptions(program.command('run'))
+  .description('run a script, one send per line')
+  .requiredOption('--script <file>', 'script file, or - for stdin')
+  .option('--json', 'print one JSON object per send: text, waitReason, sessionStatus, output, ms')
+  .action(async (flags: TargetFlags & { script: string; json?: boolean }) => {
+    const steps = parseScript(await readScript(flags.script))
+    const target = resolveTarget(flags)
+    const world = await openTarget(target)
+    try {
+      const terminal = await world.open()
+      if (flags.json !== true) process.stdout.write(`# ${target.description}, shell pid ${terminal.pid}\n`)
+      let i = 0
+      for (const step of steps) {
+        const record = await runStep(terminal, step, ++i)
+        process.stdout.write(`${flags.json === true ? JSON.stringify(record) : formatRecord(record)}\n`)
+        if ('sessionStatus' in record && record.sessionStatus.kind === 'exited') break
+      }
+      const pid = terminal.pid!
+      await terminal.close()
+      const left = await sessionLeftovers(world, pid)
+      process.stderr.write(left.length === 0 ? '# closed: nothing of the session is left running\n' : `# closed, but still running: ${left.join(' ')}\n`)
+      if (left.length > 0) process.exitCode = 1
+    } finally {
+      await world.dispose()
+    }
+  })
+
+targetOptions(program.command('doctor'))
+  .description('check what this world can prove: pid publication, foreground probing, exact stdin-wait, signal delivery, teardown')
+  .option('--json', 'print the findings as JSON')
+  .action(async (flags: TargetFlags & { json?: boolean }) => {
+    const target = resolveTarget(flags)
+    const world = await openTarget(target)
+    try {
+      const checks = await diagnose(world, target.world.workspaceRoot)
+      process.stdout.write(`${flags.json === true ? JSON.stringify({ target: target.description, checks }, null, 2) : formatChecks(target.description, checks)}\n`)
+      process.exitCode = checks.every(check => check.ok) ? 0 : 1
+    } finally {
+      await world.dispose()
+    }
+  })
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  const failure = error as { name?: string; code?: string; message?: string }
+  process.stderr.write(`dsh-remote: ${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${failure.message ?? String(error)}\n`)
+  process.exitCode = 2
+})

@@ -1,0 +1,90 @@
+/**
+ * CLI target selection: which world a command runs in, built from flags.
+ * @module dsh-remote-worlds/cli/target
+ */
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
+import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
+import type { ControlChannel } from '../providers/remote/control-channel.ts'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
+
+/** The project's default target image (built by docker/ensure-world.sh). */
+export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
+
+/** Target flags shared by every command. */
+export interface TargetFlags {
+  docker?: string
+  image?: string
+  user?: string
+  cwd?: string
+}
+
+/** A runtime that can hand out its control channel (both worlds implement this). */
+export interface ControlledRuntime {
+  control(): Promise<ControlChannel>
+  describe(): string
+}
+
+/** A resolved target. */
+export interface Target {
+  /** Human description, e.g. `managed container from dsh-remote-worlds/target:bookworm as agent`. */
+  description: string
+  /** openWorld options (without terminal tuning). */
+  world: OpenWorldOptions<unknown>
+  /** Make sure what the target needs locally exists (engine, image); no-op when nothing to do. */
+  prepare(): Promise<void>
+}
+
+const ensureScript = fileURLToPath(new URL('../../docker/ensure-world.sh', import.meta.url))
+
+/**
+ * Run docker/ensure-world.sh (starts a Docker engine when none answers and the machine allows
+ * it, builds the project image when missing). Its progress goes to stderr.
+ * @throws Error with the script's output when it fails.
+ */
+export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
+  try {
+    await promisify(execFile)('bash', [ensureScript], { env: { ...process.env, DSH_REMOTE_IMAGE: image }, maxBuffer: 16 << 20 })
+  } catch (error) {
+    const failure = error as { stderr?: string; message: string }
+    throw new Error(`could not prepare the Docker world: ${failure.stderr?.trim() || failure.message}`)
+  }
+}
+
+/**
+ * Resolve flags to a target. Without `--docker`, a managed throwaway container is run from
+ * `--image` (default: the project image, built when missing).
+ * @throws InvalidArgumentError for conflicting flags.
+ */
+export function resolveTarget(flags: TargetFlags): Target {
+  if (flags.docker !== undefined && flags.image !== undefined) throw new InvalidArgumentError('use either --docker CONTAINER or --image IMAGE, not both')
+  const user = flags.user
+  const workspaceRoot = flags.cwd ?? (user === undefined || user === 'root' || user === '0' ? '/root' : '/tmp')
+  const suffix = user === undefined ? '' : ` as ${user}`
+  if (flags.docker !== undefined) {
+    return {
+      description: `docker container ${flags.docker}${suffix}`,
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}) }, workspaceRoot },
+      prepare: async () => {},
+    }
+  }
+  const image = flags.image ?? DEFAULT_IMAGE
+  return {
+    description: `managed container from ${image}${suffix}`,
+    world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { image, ...(user !== undefined ? { user } : {}) }, workspaceRoot },
+    prepare: () => image === DEFAULT_IMAGE ? ensureDockerWorld(image) : Promise.resolve(),
+  }
+}
+
+/** Prepare and open the target's world with the given terminal tuning. */
+export async function openTarget(target: Target, terminal: OpenWorldOptions<unknown>['terminal'] = {}): Promise<RemoteWorld> {
+  await target.prepare()
+  return openWorld({ ...target.world, terminal })
+}
+
+/** The runtime of a world as a {@link ControlledRuntime}. */
+export function controlledRuntime(world: RemoteWorld): ControlledRuntime {
+  return world.runtime as unknown as ControlledRuntime
+}
