@@ -71,7 +71,8 @@ targetOptions(program.command('run'))
     const world = await openTarget(target)
     try {
       const terminal = await world.open()
-      if (flags.json !== true) process.stdout.write(`# ${target.description}, shell pid ${terminal.pid}\n`)
+      // With --json, stdout carries only records; the header goes to stderr.
+      ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
       let i = 0
       for (const step of steps) {
         const record = await runStep(terminal, step, ++i)
