@@ -70,12 +70,14 @@ export type BoundaryEvent =
 export class BoundaryScanner {
   private buffer: Buffer = Buffer.alloc(0)
   private readonly pattern: RegExp
+  private readonly maxBytes: number
 
   /**
    * @param nonce - the wrapper's nonce.
    * @param maxBytes - how much pre-marker output to hold before giving up (bytes).
    */
-  constructor(nonce: string, private readonly maxBytes = 1 << 20) {
+  constructor(nonce: string, maxBytes = 1 << 20) {
+    this.maxBytes = maxBytes
     this.pattern = new RegExp(`DSHB${nonce}:(pid|cwd|exe):(\\d+|-)\\r?\\n`)
   }
 

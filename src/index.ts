@@ -1,0 +1,15 @@
+/**
+ * dsh-remote-worlds: DSH's subprocess seam for remote worlds (Docker containers, SSH hosts).
+ * @module dsh-remote-worlds
+ */
+export { DockerSubprocessRuntime, DockerRuntimeConfig } from './providers/docker/docker-runtime.ts'
+export { DockerWorld, MANAGED_LABEL } from './providers/docker/docker-world.ts'
+export { ControlChannel } from './providers/remote/control-channel.ts'
+export type { ControlInfo, ControlTransport, ForegroundFacts, ProcessIdentity, RemoteProcess } from './providers/remote/control-channel.ts'
+export * from './providers/remote/errors.ts'
+export { shQuote, shQuoteArgv, shQuoteEnvEntry } from './providers/remote/quote.ts'
+export { RemoteTerminalHandle, startRemoteTerminal } from './providers/remote/terminal.ts'
+export type { RemoteTerminalStart, TerminalTransport } from './providers/remote/terminal.ts'
+export { terminateSession, sessionMembers } from './providers/remote/teardown.ts'
+export { openWorld } from './backend/world.ts'
+export type { OpenWorldOptions, RemoteWorld, WorldTerminal, TerminalTuning } from './backend/world.ts'
