@@ -124,14 +124,25 @@ describe('buildStartWrapper', () => {
     expect(a.script).not.toContain(`DSHB${a.nonce}`)
   })
 
+  it('applies a valid window size with stty before the pid marker (so no SIGWINCH reaches the program later) and omits an invalid one', () => {
+    const sized = buildStartWrapper(['/bin/sh'], '/', {}, { rows: 40, cols: 160 })
+    const stty = sized.script.indexOf('stty rows 40 cols 160 2>/dev/null')
+    expect(stty).toBeGreaterThan(0)
+    expect(stty).toBeLessThan(sized.script.indexOf(':pid:'))
+    for (const size of [{ rows: 0, cols: 160 }, { rows: 40, cols: -1 }, { rows: 1.5, cols: 80 }, { rows: 40, cols: 0x10000 }, { rows: Number.NaN, cols: 80 }]) {
+      expect(buildStartWrapper(['/bin/sh'], '/', {}, size).script, JSON.stringify(size)).not.toContain('stty')
+    }
+    expect(buildStartWrapper(['/bin/sh'], '/', {}).script).not.toContain('stty')
+  })
+
   describe('run by a real local sh (no PTY: the marker ends in a bare \\n)', () => {
     let dir: string
     beforeAll(() => { dir = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-wrapper-'))) })
     afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
     /** Run the script, scan its stdout, return the event, the process's pid and exit code. */
-    async function run(argv: readonly string[], cwd: string, env: Record<string, string>, shell = 'sh'): Promise<{ event: BoundaryEvent; rest: Buffer; pid: number; code: number | null }> {
-      const wrapper = buildStartWrapper(argv, cwd, env)
+    async function run(argv: readonly string[], cwd: string, env: Record<string, string>, shell = 'sh', size?: { rows: number; cols: number }): Promise<{ event: BoundaryEvent; rest: Buffer; pid: number; code: number | null }> {
+      const wrapper = buildStartWrapper(argv, cwd, env, size)
       const child = spawn(shell, ['-c', wrapper.script], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH, LEAK_ME: 'harness-only' } })
       const scanner = new BoundaryScanner(wrapper.nonce)
       let event: BoundaryEvent = { kind: 'pending' }
@@ -162,6 +173,13 @@ describe('buildStartWrapper', () => {
       // that the program's own sh exports (nothing of the harness's environment, no LEAK_ME).
       expect(rest.slice(0, 3)).toEqual(['-n', 'héllo-世界', ''])
       expect(rest.slice(3).sort()).toEqual([...Object.entries(env).map(([name, value]) => `${name}=${value}`), `PWD=${dir}`].sort())
+    })
+
+    it('starts normally when stty cannot apply the size (stdin is not a terminal here)', async () => {
+      const result = await run(['/bin/echo', 'ran'], dir, {}, 'sh', { rows: 40, cols: 160 })
+      expect(result.event.kind).toBe('started')
+      expect(result.rest.toString()).toBe('ran\n')
+      expect(result.code).toBe(0)
     })
 
     it('reports a missing cwd as a cwd failure and exits 97 before running anything', async () => {

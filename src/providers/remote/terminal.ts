@@ -73,7 +73,7 @@ const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
 export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<RemoteTerminalHandle> {
   const { spec, control, where } = start
   spec.signal?.throwIfAborted()
-  const wrapper = buildStartWrapper(spec.argv, spec.cwd, start.env)
+  const wrapper = buildStartWrapper(spec.argv, spec.cwd, start.env, { rows: spec.rows, cols: spec.cols })
   const transport = await start.open(wrapper.script)
   const scanner = new BoundaryScanner(wrapper.nonce)
   const marker = Promise.withResolvers<{ pid: number; rest: Buffer }>()
