@@ -18,6 +18,14 @@ export type RemoteWorldErrorCode =
   | 'CLEANUP_FAILED'
   | 'NOT_SUPPORTED'
   | 'WORLD_CLOSED'
+  | 'AUTH_FAILED'
+  | 'HOST_KEY_UNKNOWN'
+  | 'HOST_KEY_CHANGED'
+  | 'HOST_KEY_REVOKED'
+  | 'CONNECTION_REFUSED'
+  | 'HOST_NOT_FOUND'
+  | 'CONNECT_TIMEOUT'
+  | 'HANDSHAKE_TIMEOUT'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {

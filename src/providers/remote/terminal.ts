@@ -53,6 +53,13 @@ export interface RemoteTerminalStart {
    * control channel is gone, to tell "nothing left to stop" from "cannot prove quiescence".
    */
   worldEnded(): Promise<boolean>
+  /**
+   * A fresh control channel as the same uid in the same world, for teardown when `control`
+   * died with its transport while the world itself may still run (a lost SSH connection: the
+   * terminal's processes may outlive it). Optional; without it a dead control channel is
+   * judged by {@link worldEnded} alone.
+   */
+  recoverControl?: (() => Promise<ControlChannel>) | undefined
   /** Called once after a successful terminate (the runtime forgets the handle). */
   onTerminated?: ((handle: RemoteTerminalHandle) => void) | undefined
 }
@@ -227,9 +234,18 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     try {
       await terminateSession(this.start.control, this.identity, { graceMs })
     } catch (error) {
+      if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
+      let failure: unknown = error
+      if (this.start.recoverControl !== undefined) {
+        try {
+          await terminateSession(await this.start.recoverControl(), this.identity, { graceMs })
+          failure = undefined
+        } catch (recoveryError) {
+          failure = recoveryError
+        }
+      }
       // A dead control channel in a world that ended (container stopped) leaves nothing running.
-      const ended = error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED' && await this.start.worldEnded().catch(() => false)
-      if (!ended) throw error
+      if (failure !== undefined && !await this.start.worldEnded().catch(() => false)) throw failure
     }
     // The top-level process is gone; give the transport a bounded moment to report it.
     await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])

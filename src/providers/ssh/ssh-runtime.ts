@@ -1,0 +1,263 @@
+/**
+ * `SshSubprocessRuntime`: DSH's subprocess seam (`ctx.subprocess`) on a host reached over SSH.
+ * @module dsh-remote-worlds/providers/ssh/ssh-runtime
+ */
+import { readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import type { Context } from '@deepseek-ai/cordis'
+import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
+import type { SubprocessHandle, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
+import ssh2, { type ParsedKey } from 'ssh2'
+import { z } from 'zod'
+import { remoteChildEnv } from '../remote/environment.ts'
+import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
+import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
+import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
+import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
+import { ChannelRefusedError, SshWorld } from './ssh-world.ts'
+import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
+
+const stringOrList = z.union([z.string().min(1), z.array(z.string().min(1))])
+
+/** Configuration of {@link SshSubprocessRuntime}; validated with zod at construction. */
+export const SshRuntimeConfig = z.object({
+  /** `[user@]host[:port]`, or a Host alias of the ssh config file. */
+  target: z.string().min(1),
+  /** Login user (overrides the target's and the config file's). */
+  user: z.string().min(1).optional(),
+  /** Port (overrides the target's and the config file's). */
+  port: z.number().int().min(1).max(65535).optional(),
+  /** Private key files to offer (as OpenSSH `-i`); default: the config's IdentityFile, else ~/.ssh/id_{ed25519,ecdsa,rsa} that exist. */
+  identity: stringOrList.optional(),
+  /** Passphrase of encrypted private keys. */
+  passphrase: z.string().optional(),
+  /** Password (also answers keyboard-interactive password prompts). */
+  password: z.string().optional(),
+  /** ssh-agent socket; default `SSH_AUTH_SOCK`; `false` disables the agent. Never forwarded. */
+  agent: z.union([z.string().min(1), z.literal(false)]).optional(),
+  /** known_hosts files (as `UserKnownHostsFile`); default: the config's, else ~/.ssh/known_hosts, plus /etc/ssh/ssh_known_hosts. */
+  knownHosts: stringOrList.optional(),
+  /** Pinned host-key fingerprint(s) `SHA256:...`; when set, known_hosts is not consulted. */
+  hostKeyFingerprint: stringOrList.optional(),
+  /** ssh config file; default ~/.ssh/config; `false` ignores config files. */
+  sshConfig: z.union([z.string().min(1), z.literal(false)]).optional(),
+  /** Jump hosts (`ProxyJump` syntax, or `none`); default: the config's. Jump hops use the same credentials and trust. */
+  proxyJump: z.string().min(1).optional(),
+  /** The server's MaxSessions (channels per connection, the control channel counts). */
+  maxSessions: z.number().int().min(2).default(10),
+  /** Close a connection this long after its last terminal closed (ms). */
+  idleMs: z.number().int().min(0).default(15_000),
+  /** Bound of the TCP connect, and of the SSH handshake with authentication (ms). */
+  connectTimeoutMs: z.number().int().min(1).default(5_000),
+  /** Keepalive interval (ms); a dead peer is detected within interval x (countMax + 1). */
+  keepaliveIntervalMs: z.number().int().min(1).default(1_000),
+  keepaliveCountMax: z.number().int().min(1).default(3),
+  /** SSH handshakes in flight at once (OpenSSH's MaxStartups starts dropping at 10). */
+  maxConcurrentConnects: z.number().int().min(1).default(4),
+}).strict()
+
+/** Input shape of {@link SshRuntimeConfig}. */
+export type SshRuntimeConfig = z.input<typeof SshRuntimeConfig>
+
+/** Extra construction options that are objects, not plain config. */
+export interface SshRuntimeExtras {
+  /** Private keys given as data (PEM/OpenSSH text) instead of files. */
+  privateKeys?: readonly (string | Buffer)[]
+  /** Host-name resolver; default the system resolver (`dns.lookup`). */
+  lookup?: HostLookup
+  /** Home directory for `~`, the default config and key files; default `os.homedir()`. */
+  home?: string
+}
+
+/** Default identity files OpenSSH tries, in its order (the ones we can use). */
+const DEFAULT_IDENTITIES = ['id_ed25519', 'id_ecdsa', 'id_rsa']
+
+/**
+ * The subprocess seam over SSH. `spawnTerminal` opens a PTY exec channel running the start
+ * wrapper on a pooled connection; foreground probing, signals and teardown go through that
+ * connection's control channel (the same login user). A terminal whose connection is lost
+ * rejects `done` with TransportError; its teardown reconnects to prove quiescence. Disposal of
+ * the cordis scope terminates every terminal and closes every connection.
+ *
+ * Limits: `spawn` and `resolveExecutable` are not implemented yet and throw
+ * {@link NotSupportedError}. The login shell must accept POSIX `sh -c` syntax (sh, bash, dash,
+ * ksh, zsh; not csh or fish). Host certificates (`@cert-authority`) are not supported.
+ */
+export class SshSubprocessRuntime extends SubprocessRuntime {
+  /** The validated configuration. */
+  readonly config: z.output<typeof SshRuntimeConfig>
+  private readonly extras: SshRuntimeExtras
+  private worldPromise: Promise<SshWorld> | undefined
+  private readonly terminals = new Set<RemoteTerminalHandle>()
+  private disposing = false
+
+  /**
+   * @param ctx - cordis context the service registers in (as `ctx.subprocess`).
+   * @param config - see {@link SshRuntimeConfig}.
+   * @throws InvalidArgumentError for an invalid config or target.
+   */
+  constructor(ctx: Context, config: SshRuntimeConfig, extras: SshRuntimeExtras = {}) {
+    super(ctx)
+    const parsed = SshRuntimeConfig.safeParse(config)
+    if (!parsed.success) throw new InvalidArgumentError(`invalid SSH world config: ${parsed.error.issues.map(issue => `${issue.path.join('.') || 'config'}: ${issue.message}`).join('; ')}`)
+    this.config = parsed.data
+    this.extras = extras
+    parseSshTarget(this.config.target)
+    ctx.effect(() => () => this.dispose(), 'ssh subprocess teardown')
+  }
+
+  /**
+   * The SSH world (target resolved, keys and known_hosts read); no connection is made yet.
+   * @throws InvalidArgumentError for an unreadable identity file or a bad fingerprint.
+   */
+  world(): Promise<SshWorld> {
+    if (this.disposing) return Promise.reject(new WorldClosedError())
+    if (this.worldPromise === undefined) {
+      const opening = buildSshWorld(this.config, this.extras)
+      this.worldPromise = opening
+      opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
+    }
+    return this.worldPromise
+  }
+
+  /** @inheritdoc */
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
+    if (this.disposing) throw new WorldClosedError()
+    spec.signal?.throwIfAborted()
+    const world = await this.world()
+    let handle: RemoteTerminalHandle | undefined
+    // A refused channel (the server's MaxSessions) moves the terminal to another connection.
+    for (let attempt = 0; handle === undefined; attempt += 1) {
+      const lease = await world.lease()
+      const connection = lease.connection
+      try {
+        handle = await startRemoteTerminal({
+          spec,
+          env: remoteChildEnv(connection.ambientEnv, spec.env),
+          control: connection.control,
+          where: `${world.describe()}`,
+          open: script => lease.openTerminal(script, spec.rows, spec.cols),
+          worldEnded: async () => false,
+          recoverControl: () => world.control(),
+          onTerminated: terminated => { this.terminals.delete(terminated) },
+        })
+      } catch (error) {
+        lease.release()
+        if (!(error instanceof ChannelRefusedError) || attempt >= 8) throw error
+      }
+    }
+    if (this.disposing) {
+      await handle.terminate()
+      throw new WorldClosedError()
+    }
+    this.terminals.add(handle)
+    return handle
+  }
+
+  /** Not implemented yet in the SSH world. @throws NotSupportedError always. */
+  spawn(_spec: SubprocessSpawnSpec): SubprocessHandle {
+    throw new NotSupportedError('SshSubprocessRuntime.spawn is not supported yet; use spawnTerminal')
+  }
+
+  /** Not implemented yet in the SSH world. @throws NotSupportedError always. */
+  async resolveExecutable(_command: string, _env?: Readonly<Record<string, string>>, _signal?: AbortSignal): Promise<string> {
+    throw new NotSupportedError('SshSubprocessRuntime.resolveExecutable is not supported yet')
+  }
+
+  /**
+   * Terminate every live terminal (quiescence proven), then close every connection. Idempotent.
+   * @throws AggregateError listing every terminal whose teardown failed (connections still close).
+   */
+  async dispose(): Promise<void> {
+    if (this.disposing) return
+    this.disposing = true
+    const outcomes = await Promise.allSettled([...this.terminals].map(handle => handle.terminate()))
+    const failures = outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])
+    const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
+    await world?.dispose()
+    if (failures.length > 0) throw new AggregateError(failures, 'ssh subprocess teardown failed')
+  }
+}
+
+/**
+ * Resolve the target and read credentials and trust for it (and for its jump hosts).
+ * @throws InvalidArgumentError for an unusable identity file or fingerprint.
+ */
+export async function buildSshWorld(config: z.output<typeof SshRuntimeConfig>, extras: SshRuntimeExtras = {}): Promise<SshWorld> {
+  const home = extras.home ?? homedir()
+  const configText = config.sshConfig === false ? undefined : config.sshConfig === undefined ? readDefaultSshConfig(home) : readConfigFile(config.sshConfig)
+  const spec = parseSshTarget(config.target)
+  const target = resolveSshTarget({ host: spec.host, user: config.user ?? spec.user, port: config.port ?? spec.port }, { configText, home, proxyJump: config.proxyJump })
+  const agent = config.agent === false ? undefined : config.agent ?? nonEmpty(process.env.SSH_AUTH_SOCK)
+  const explicit = config.identity === undefined ? undefined : [config.identity].flat()
+  const dataKeys = (extras.privateKeys ?? []).map((data, index) => ({ label: `key #${index + 1}`, key: parseKeyOrThrow(data, config.passphrase, `private key #${index + 1}`) }))
+  const pinned = config.hostKeyFingerprint === undefined ? [] : [config.hostKeyFingerprint].flat().map(value => {
+    try {
+      return normalizeFingerprint(value)
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message)
+    }
+  })
+  const explicitKnownHosts = config.knownHosts === undefined ? undefined : [config.knownHosts].flat()
+
+  const hopFor = async (resolved: ResolvedSshTarget, pins: readonly string[]): Promise<SshHop> => {
+    const keys = [...dataKeys]
+    if (explicit !== undefined) {
+      for (const file of explicit) keys.push({ label: file, key: parseKeyOrThrow(readKeyFile(file), config.passphrase, file) })
+    } else if (dataKeys.length === 0) {
+      // Config or default identity files: unreadable or locked ones are skipped (an agent may hold them).
+      const files = resolved.identityFiles.length > 0 ? resolved.identityFiles : DEFAULT_IDENTITIES.map(name => join(home, '.ssh', name))
+      for (const file of files) {
+        let data: Buffer
+        try { data = readFileSync(file) } catch { continue }
+        const key = ssh2.utils.parseKey(data, config.passphrase)
+        if (!(key instanceof Error)) keys.push({ label: file, key: Array.isArray(key) ? key[0]! : key })
+      }
+    }
+    const credentials: SshCredentials = { keys, agent, password: config.password }
+    const knownHostsFiles = explicitKnownHosts ?? [...(resolved.knownHostsFiles ?? [join(home, '.ssh', 'known_hosts')]), '/etc/ssh/ssh_known_hosts']
+    const trust: HostKeyTrust = { entries: pins.length > 0 ? [] : await readKnownHosts(knownHostsFiles), pinned: pins }
+    return { target: resolved, credentials, trust }
+  }
+  const hop = await hopFor(target, pinned)
+  // A pinned fingerprint is the target's; jump hosts are verified by known_hosts.
+  const jumps = await Promise.all(target.jumps.map(jump => hopFor(jump, [])))
+  return new SshWorld({
+    hop,
+    jumps,
+    timings: { connectTimeoutMs: config.connectTimeoutMs, keepaliveIntervalMs: config.keepaliveIntervalMs, keepaliveCountMax: config.keepaliveCountMax },
+    pool: { maxSessions: config.maxSessions, idleMs: config.idleMs, maxConcurrentConnects: config.maxConcurrentConnects },
+    lookup: extras.lookup,
+  })
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.length === 0 ? undefined : value
+}
+
+function readConfigFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new InvalidArgumentError(`cannot read ssh config file ${path}: ${(error as Error).message}`)
+  }
+}
+
+function readKeyFile(path: string): Buffer {
+  try {
+    return readFileSync(path)
+  } catch (error) {
+    throw new InvalidArgumentError(`cannot read identity file ${path}: ${(error as Error).message}`)
+  }
+}
+
+function parseKeyOrThrow(data: string | Buffer, passphrase: string | undefined, label: string): ParsedKey {
+  const parsed = ssh2.utils.parseKey(data, passphrase)
+  if (parsed instanceof Error) throw new InvalidArgumentError(`cannot use ${label}: ${parsed.message}`)
+  const key = Array.isArray(parsed) ? parsed[0] : parsed
+  if (key === undefined || !key.isPrivateKey()) throw new InvalidArgumentError(`cannot use ${label}: not a private key`)
+  return key
+}
+
+export default SshSubprocessRuntime

@@ -1,0 +1,376 @@
+/**
+ * One SSH target as a remote world: a pool of authenticated connections, each carrying one
+ * persistent control channel (`sh -s`, non-PTY, as the login user) and up to MaxSessions - 1
+ * terminal channels (`exec(wrapper, { pty })`).
+ *
+ * OpenSSH facts relied on (DESIGN.md sections 4-5): `MaxSessions` (default 10) bounds the
+ * session channels of one connection, the control channel included, and the next open fails
+ * with `Channel open failure`; closing an exec channel does not stop non-PTY children, so
+ * teardown goes through the control channel; `channel.signal()` is refused or hits the wrong
+ * group, so signals go through the control channel too; `env` requests are dropped unless
+ * AcceptEnv allows them, so the environment is set by the start wrapper (`env -i`).
+ * @module dsh-remote-worlds/providers/ssh/ssh-world
+ */
+import { PassThrough } from 'node:stream'
+import PQueue from 'p-queue'
+import type { Client, ClientChannel } from 'ssh2'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { ControlChannel } from '../remote/control-channel.ts'
+import { RemoteWorldError, TransportError, WorldClosedError } from '../remote/errors.ts'
+import type { TerminalTransport } from '../remote/terminal.ts'
+import { type HostLookup, type SshHop, type SshTimings, connectSsh } from './connect.ts'
+import { describeTarget } from './target.ts'
+
+/** Variables a shell sets for itself: not part of what the login gives a new process. */
+const SHELL_OWN_VARIABLES = new Set(['PWD', 'OLDPWD', 'SHLVL', '_'])
+
+/** Pool settings. */
+export interface SshPoolSettings {
+  /** The server's MaxSessions: channels per connection, the control channel included (>= 2). */
+  maxSessions: number
+  /** Close a connection this long after its last terminal channel closed (ms). */
+  idleMs: number
+  /** Handshakes in flight at once per target (OpenSSH drops connections beyond MaxStartups, default 10). */
+  maxConcurrentConnects: number
+}
+
+/** Options of {@link SshWorld}. */
+export interface SshWorldOptions {
+  hop: SshHop
+  jumps: readonly SshHop[]
+  timings: SshTimings
+  pool: SshPoolSettings
+  lookup?: HostLookup | undefined
+}
+
+/** Pool counters (for tests, doctor and the benchmark). */
+export interface SshPoolStats {
+  /** Connections live or being established. */
+  connections: number
+  /** Terminal channels open or reserved, over all connections. */
+  terminalChannels: number
+  /** Connections opened since the world was created. */
+  opened: number
+}
+
+/**
+ * The server refused to open a session channel (`Channel open failure`): this connection has
+ * reached the server's MaxSessions. The caller takes a slot on another connection.
+ */
+export class ChannelRefusedError extends RemoteWorldError {
+  constructor(where: string, options?: { cause?: unknown }) {
+    super('SPAWN_FAILED', `${where}: the server refused another session channel on this connection (MaxSessions reached)`, options)
+  }
+}
+
+/** One authenticated connection with its control channel. */
+export class SshConnection {
+  /** The login's ambient environment as the control program received it (shell-own variables removed). */
+  readonly ambientEnv: Readonly<Record<string, string>>
+  /** Whether the connection still works; false after the transport closed for any reason. */
+  alive = true
+  /** Why the connection ended, for messages. */
+  lastError: Error | undefined
+
+  private constructor(
+    readonly client: Client,
+    readonly control: ControlChannel,
+    ambientEnv: Record<string, string>,
+    /** TCP + handshake + authentication wall time (ms). */
+    readonly connectMs: number,
+    readonly where: string,
+  ) {
+    this.ambientEnv = ambientEnv
+  }
+
+  /**
+   * Connect, start the control program, read the login environment.
+   * @throws the typed connect errors of {@link connectSsh}; ControlChannelError when the program does not start.
+   */
+  static async open(options: SshWorldOptions, onClose: (connection: SshConnection) => void): Promise<SshConnection> {
+    const where = `ssh ${describeTarget(options.hop.target)}`
+    const { client, connectMs } = await connectSsh(options.hop, options.jumps, options.timings, options.lookup)
+    let lastError: Error | undefined
+    client.on('error', (error: Error) => { lastError = error })
+    try {
+      const channel = await exec(client, 'sh -s', undefined, where)
+      channel.stderr.resume()
+      const control = await ControlChannel.open({
+        stdin: channel,
+        stdout: channel,
+        close: () => { try { channel.close() } catch { /* connection gone */ } },
+      }, where)
+      const environ = await control.environ()
+      const ambient = Object.fromEntries(Object.entries(environ).filter(([name]) => !SHELL_OWN_VARIABLES.has(name)))
+      const connection = new SshConnection(client, control, ambient, connectMs, where)
+      const closed = (): void => {
+        if (!connection.alive) return
+        connection.alive = false
+        connection.lastError ??= lastError
+        control.close()
+        onClose(connection)
+      }
+      client.on('error', (error: Error) => { connection.lastError ??= error })
+      client.once('close', closed)
+      control.closed.then(() => {
+        // A control program that died alone leaves the connection unusable for terminals.
+        if (connection.alive) { connection.lastError ??= new Error('the control channel ended'); client.end(); closed() }
+      }, () => undefined)
+      return connection
+    } catch (error) {
+      client.end()
+      throw error
+    }
+  }
+
+  /** Why terminals on this connection failed, for TransportError messages. */
+  lossReason(): string {
+    return this.lastError !== undefined ? this.lastError.message : 'the connection closed'
+  }
+
+  /** End the control program and the connection. Idempotent. */
+  close(): void {
+    this.control.close()
+    this.client.end()
+  }
+}
+
+/** Open an exec channel; `pty` undefined means no PTY. */
+function exec(client: Client, command: string, pty: { rows: number; cols: number } | undefined, where: string): Promise<ClientChannel> {
+  return new Promise((resolve, reject) => {
+    const callback = (error: Error | undefined, channel: ClientChannel): void => {
+      if (error === undefined || error === null) { resolve(channel); return }
+      if (/Channel open failure/i.test(error.message)) reject(new ChannelRefusedError(where, { cause: error }))
+      else reject(new TransportError(`${where}: cannot open a session channel: ${error.message}`, { cause: error }))
+    }
+    try {
+      if (pty === undefined) client.exec(command, callback)
+      else client.exec(command, { pty: { rows: pty.rows, cols: pty.cols, width: 0, height: 0, term: 'dumb' } }, callback)
+    } catch (error) {
+      reject(new TransportError(`${where}: the connection is closed: ${(error as Error).message}`, { cause: error }))
+    }
+  })
+}
+
+interface PoolEntry {
+  ready: Promise<SshConnection>
+  connection: SshConnection | undefined
+  /** Terminal slots reserved or open on this connection. */
+  used: number
+  /** The server refused a channel; cleared when one of this connection's channels closes. */
+  saturated: boolean
+  dead: boolean
+  idleTimer: NodeJS.Timeout | undefined
+}
+
+/** A reserved terminal slot on one connection. */
+export interface SshLease {
+  readonly connection: SshConnection
+  /**
+   * Open a PTY exec channel running `script` (the login shell runs it with -c).
+   * The slot is released when the channel closes.
+   * @throws ChannelRefusedError when the server's MaxSessions is reached on this connection.
+   */
+  openTerminal(script: string, rows: number, cols: number): Promise<TerminalTransport>
+  /** Give the slot back if no channel was opened on it. Idempotent. */
+  release(): void
+}
+
+/**
+ * A target and its connection pool. Connections open lazily; one connection serves many
+ * terminals; another opens when every connection has MaxSessions channels (or the server
+ * refused one); a connection closes `idleMs` after its last terminal channel.
+ */
+export class SshWorld {
+  readonly options: SshWorldOptions
+  private readonly entries = new Set<PoolEntry>()
+  private readonly connects: PQueue
+  private opened = 0
+  private disposed = false
+
+  constructor(options: SshWorldOptions) {
+    if (!Number.isInteger(options.pool.maxSessions) || options.pool.maxSessions < 2) throw new RangeError('maxSessions must be an integer >= 2 (the control channel takes one session)')
+    this.options = options
+    this.connects = new PQueue({ concurrency: options.pool.maxConcurrentConnects })
+  }
+
+  /** `ssh user@host:port` for messages. */
+  describe(): string {
+    return `ssh ${describeTarget(this.options.hop.target)}`
+  }
+
+  /** Pool counters. */
+  stats(): SshPoolStats {
+    let terminalChannels = 0
+    for (const entry of this.entries) terminalChannels += entry.used
+    return { connections: this.entries.size, terminalChannels, opened: this.opened }
+  }
+
+  /**
+   * Reserve a terminal slot, on an existing connection with room or on a new one.
+   * @throws the connect errors when a new connection is needed and cannot be made.
+   */
+  async lease(): Promise<SshLease> {
+    for (let attempt = 0; ; attempt += 1) {
+      if (this.disposed) throw new WorldClosedError()
+      const entry = this.pick() ?? this.connect()
+      entry.used += 1
+      if (entry.idleTimer !== undefined) { clearTimeout(entry.idleTimer); entry.idleTimer = undefined }
+      let connection: SshConnection
+      try {
+        connection = await entry.ready
+      } catch (error) {
+        entry.used -= 1
+        throw error
+      }
+      if (!entry.dead && !this.disposed) return this.makeLease(entry, connection)
+      entry.used -= 1
+      if (attempt >= 3) throw new TransportError(`${this.describe()}: ${connection.lossReason()}`)
+    }
+  }
+
+  /**
+   * A live control channel (any connection; the same login user), connecting if none is open.
+   * Used to tear down a terminal whose own connection was lost.
+   */
+  async control(): Promise<ControlChannel> {
+    if (this.disposed) throw new WorldClosedError()
+    for (const entry of this.entries) {
+      if (entry.connection?.alive === true && entry.connection.control.alive) return entry.connection.control
+    }
+    const entry = this.connect()
+    const connection = await entry.ready
+    if (entry.used === 0) this.scheduleIdle(entry)
+    return connection.control
+  }
+
+  private pick(): PoolEntry | undefined {
+    const capacity = this.options.pool.maxSessions - 1
+    let best: PoolEntry | undefined
+    for (const entry of this.entries) {
+      if (entry.dead || entry.saturated || entry.used >= capacity) continue
+      // Fill the fullest connection first, so idle ones can close.
+      if (best === undefined || entry.used > best.used) best = entry
+    }
+    return best
+  }
+
+  private connect(): PoolEntry {
+    const entry: PoolEntry = { ready: undefined as unknown as Promise<SshConnection>, connection: undefined, used: 0, saturated: false, dead: false, idleTimer: undefined }
+    this.opened += 1
+    entry.ready = this.connects.add(async () => {
+      if (this.disposed) throw new WorldClosedError()
+      return SshConnection.open(this.options, () => this.onConnectionClosed(entry))
+    }, { throwOnTimeout: true }).then(connection => {
+      entry.connection = connection
+      if (this.disposed) connection.close()
+      return connection
+    }, (error: unknown) => {
+      entry.dead = true
+      this.entries.delete(entry)
+      throw error
+    })
+    entry.ready.catch(() => undefined)
+    this.entries.add(entry)
+    return entry
+  }
+
+  private onConnectionClosed(entry: PoolEntry): void {
+    entry.dead = true
+    if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
+    this.entries.delete(entry)
+  }
+
+  private release(entry: PoolEntry): void {
+    entry.used -= 1
+    entry.saturated = false
+    if (entry.used === 0 && !entry.dead) this.scheduleIdle(entry)
+  }
+
+  private scheduleIdle(entry: PoolEntry): void {
+    if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
+    entry.idleTimer = setTimeout(() => {
+      entry.idleTimer = undefined
+      if (entry.used !== 0 || entry.dead) return
+      entry.dead = true
+      this.entries.delete(entry)
+      entry.connection?.close()
+    }, this.options.pool.idleMs)
+    entry.idleTimer.unref()
+  }
+
+  private makeLease(entry: PoolEntry, connection: SshConnection): SshLease {
+    let released = false
+    const release = (): void => {
+      if (released) return
+      released = true
+      this.release(entry)
+    }
+    return {
+      connection,
+      release,
+      openTerminal: async (script, rows, cols) => {
+        let channel: ClientChannel
+        try {
+          channel = await exec(connection.client, script, { rows, cols }, connection.where)
+        } catch (error) {
+          if (error instanceof ChannelRefusedError) entry.saturated = true
+          release()
+          throw error
+        }
+        channel.once('close', release)
+        return terminalTransport(channel, connection)
+      },
+    }
+  }
+
+  /**
+   * Close every connection (terminals must have been terminated by the owner). Idempotent.
+   */
+  async dispose(): Promise<void> {
+    if (this.disposed) return
+    this.disposed = true
+    this.connects.clear()
+    const entries = [...this.entries]
+    this.entries.clear()
+    for (const entry of entries) {
+      entry.dead = true
+      if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
+    }
+    const connections = await Promise.allSettled(entries.map(entry => entry.ready))
+    for (const outcome of connections) if (outcome.status === 'fulfilled') outcome.value.close()
+  }
+}
+
+/** The PTY channel as the world-neutral terminal's transport. */
+function terminalTransport(channel: ClientChannel, connection: SshConnection): TerminalTransport {
+  const output = new PassThrough()
+  channel.pipe(output)
+  channel.stderr.resume()
+  let outcome: SubprocessOutcome | undefined
+  channel.once('exit', (code: number | null, signal?: string) => {
+    outcome = { exitCode: code ?? null, signal: (signal ?? null) as NodeJS.Signals | null }
+  })
+  const closed = new Promise<void>(resolve => channel.once('close', () => resolve()))
+  return {
+    output,
+    write: data => new Promise<void>((resolve, reject) => {
+      if (!channel.writable || !connection.alive) {
+        reject(new TransportError(`${connection.where}: the terminal channel is closed${connection.alive ? '' : ` (${connection.lossReason()})`}`))
+        return
+      }
+      channel.write(data, error => error ? reject(new TransportError(`${connection.where}: write failed: ${error.message}`, { cause: error })) : resolve())
+    }),
+    resize: async (rows, cols) => {
+      if (channel.writable) channel.setWindow(rows, cols, 0, 0)
+    },
+    exit: async () => {
+      await closed
+      if (outcome !== undefined) return outcome
+      throw new TransportError(`${connection.where}: lost the terminal: ${connection.alive ? 'the channel closed without an exit status' : connection.lossReason()}`)
+    },
+    close: () => {
+      try { channel.close() } catch { /* the connection is gone */ }
+    },
+  }
+}
