@@ -3,6 +3,8 @@
 # the protocol and the /proc facts it relies on. Every /proc read is a shell builtin `read`
 # with a redirection, so a probe forks nothing; dd/od run only to read a select/poll fd set.
 exec 2>/dev/null
+# Byte semantics for every parser below (and printf "'C" in memw), whatever the world's locale.
+LC_ALL=C; export LC_ALL
 # System call numbers that can mean "waiting for terminal input on fd 0", per architecture.
 # Sources: arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h
 # (aarch64 has no plain select, poll or epoll_wait).
@@ -44,6 +46,64 @@ memb() {
   dd if="/proc/$1/mem" bs="$3" count=1 skip="$2" iflag=skip_bytes | od -An -v -tu1
 }
 
+# memw PID: the blocked select/pselect6 or poll/ppoll call in _n _a0 _a1 (set by waits) includes
+# fd 0 in what it waits to read. Reads the fd set from /proc/PID/mem (the only step that forks).
+memw() {
+  if [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ]; then
+    # select(nfds, readfds, ...): bit 0 of the first byte of readfds is fd 0. One raw byte via
+    # one dd (no od pipeline: a fork costs ~1 ms in a container). printf "'C" is the byte's value
+    # (LC_ALL=C); a NUL or newline byte is dropped by the command substitution and reads as 0,
+    # which is even like both of them; a failed read is empty too, so never true.
+    [ $((_a0)) -ge 1 ] && [ $((_a1)) -ne 0 ] || return 1
+    _b=$(dd if="/proc/$1/mem" bs=1 count=1 skip=$((_a1)) iflag=skip_bytes)
+    [ $(($(printf '%d' "'$_b") % 2)) -eq 1 ]
+    return
+  fi
+  # poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }, POLLIN = 1.
+  _c=$((_a1))
+  [ "$_c" -ge 1 ] && [ $((_a0)) -ne 0 ] || return 1
+  [ "$_c" -gt 64 ] && _c=64
+  set -f; set -- $(memb "$1" $((_a0)) $((_c * 8))); set +f
+  while [ $# -ge 8 ]; do
+    [ "$1$2$3$4" = 0000 ] && [ $(($5 % 2)) -eq 1 ] && return 0
+    shift 8
+  done
+  return 1
+}
+
+# Memo of memw answers per thread, so repeated probes of the SAME blocked call fork nothing
+# (an idle bash or python prompt sits in pselect6 between probes). A call is the same while the
+# thread has not run since the answer was computed: its syscall line (number, arguments, stack
+# and instruction pointers) and its schedstat (cpu ns, wait ns, timeslices) are unchanged; a
+# thread that left the call and entered another must have run, which changes schedstat. The
+# kernel copied the fd set at entry, so the memory read cannot become truer by repeating it.
+# Without a readable, live schedstat nothing is memoised. Bounded: cleared past 256 threads.
+_MN=0 _ML=
+memo() { # memo TASKDIR KEY -> sets _MK; returns 0 with _M set on a hit
+  _MK= _M=
+  _mt=${1##*/}
+  case $_mt in ''|*[!0-9]*) return 1 ;; esac
+  _ss=
+  { read -r _ss; } < "$1/schedstat" || [ -n "$_ss" ] || return 1
+  # A kernel without sched_info prints "0 0 0" forever: useless as a fence, so no memo.
+  case $_ss in 0\ *|*\ 0|*[!0-9\ ]*) return 1 ;; esac
+  _MK="$2 $_ss"
+  eval "_mk=\${_MK_$_mt-} _mv=\${_MV_$_mt-}"
+  [ "$_mk" = "$_MK" ] || return 1
+  _M=$_mv
+}
+remember() { # remember TASKDIR RESULT: store _MK -> RESULT for this thread
+  [ -n "$_MK" ] || return 0
+  _mt=${1##*/}
+  if [ "$_MN" -ge 256 ]; then
+    for _x in $_ML; do unset "_MK_$_x" "_MV_$_x"; done
+    _MN=0 _ML=
+  fi
+  eval "_mk=\${_MK_$_mt-}"
+  [ -n "$_mk" ] || { _MN=$((_MN + 1)); _ML="$_ML $_mt"; }
+  eval "_MK_$_mt=\$_MK _MV_$_mt=\$2"
+}
+
 # waits PID: some thread of PID is blocked in read(0), or in select/pselect6, poll/ppoll or
 # epoll_wait/epoll_pwait with fd 0 among what it waits for. Unreadable means no.
 waits() {
@@ -54,23 +114,13 @@ waits() {
     case $_n in ''|running|-*) continue ;; esac
     if [ "$_n" = "$SYS_READ" ]; then
       [ $((_a0)) -eq 0 ] && return 0
-    elif [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ]; then
-      # select(nfds, readfds, ...): bit 0 of the first byte of readfds is fd 0.
-      if [ $((_a0)) -ge 1 ] && [ $((_a1)) -ne 0 ]; then
-        _b=$(memb "$_wp" $((_a1)) 1)
-        [ -n "${_b## }" ] && [ $((_b % 2)) -eq 1 ] && return 0
+    elif [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ] || [ "$_n" = "$SYS_POLL" ] || [ "$_n" = "$SYS_PPOLL" ]; then
+      if memo "$_t" "$_n $_a0 $_a1 $_rest"; then
+        [ "$_M" = 1 ] && return 0
+        continue
       fi
-    elif [ "$_n" = "$SYS_POLL" ] || [ "$_n" = "$SYS_PPOLL" ]; then
-      # poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }, POLLIN = 1.
-      _c=$((_a1))
-      if [ "$_c" -ge 1 ] && [ $((_a0)) -ne 0 ]; then
-        [ "$_c" -gt 64 ] && _c=64
-        set -f; set -- $(memb "$_wp" $((_a0)) $((_c * 8))); set +f
-        while [ $# -ge 8 ]; do
-          [ "$1$2$3$4" = 0000 ] && [ $(($5 % 2)) -eq 1 ] && return 0
-          shift 8
-        done
-      fi
+      if memw "$_wp"; then remember "$_t" 1; return 0; fi
+      remember "$_t" 0
     elif [ "$_n" = "$SYS_EPWAIT" ] || [ "$_n" = "$SYS_EPPWAIT" ]; then
       # epoll_wait(epfd, ...): the epoll instance's fdinfo lists one "tfd: FD" line per watched fd.
       while read -r _k _v _rest; do
