@@ -268,6 +268,17 @@ describe('sessionMembers (teardown membership on a synthetic process table)', ()
     expect(sessionMembers([row(100, 1, 100, 100, 'Z', 5000), row(101, 100, 101, 100, 'Z', 5001)], SHELL)).toEqual([])
   })
 
+  it('keeps known identities and their descendants as members after they left the tree and the session', () => {
+    // 140 was a setsid grandchild; its parent died, so it now belongs to init and to session 140.
+    const orphaned = [row(1, 0, 1, 1, 'S', 1), row(100, 1, 100, 100, 'S', 5000), row(140, 1, 140, 140, 'S', 5040), row(141, 140, 140, 140, 'S', 5041), row(150, 1, 150, 150, 'S', 5050)]
+    expect(sessionMembers(orphaned, SHELL).map(member => member.pid)).toEqual([100])
+    expect(sessionMembers(orphaned, SHELL, [{ pid: 140, starttime: 5040 }]).map(member => member.pid)).toEqual([100, 140, 141])
+    // The identity fence holds: the same pid with another start time is not the known process.
+    expect(sessionMembers(orphaned, SHELL, [{ pid: 140, starttime: 5039 }]).map(member => member.pid)).toEqual([100])
+    // A known identity that is now a zombie is not returned.
+    expect(sessionMembers([row(140, 1, 140, 140, 'Z', 5040)], SHELL, [{ pid: 140, starttime: 5040 }])).toEqual([])
+  })
+
   it('terminates on a ppid cycle', () => {
     const cycle = [row(100, 1, 100, 100, 'S', 5000), row(200, 201, 200, 200, 'S', 6000), row(201, 200, 200, 200, 'S', 6001)]
     expect(sessionMembers(cycle, SHELL).map(member => member.pid)).toEqual([100])

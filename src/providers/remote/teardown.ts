@@ -16,14 +16,23 @@ const POLL_MS = 10
  * session but not the tree while its parent lives). Processes that started before the shell
  * cannot belong to it, which fences a reused pid or session id.
  *
+ * `known` identities (members seen earlier) stay members while they live, with their
+ * descendants: a `setsid` child whose parent died (e.g. of the teardown's own SIGTERM) is
+ * reparented to init and has a session of its own, so only its identity still ties it to the
+ * terminal.
+ *
  * @param table - the remote process table.
  * @param shell - identity of the terminal's session leader.
+ * @param known - identities (pid, starttime) already established as members.
  * @returns non-zombie members, the shell included when alive.
  */
-export function sessionMembers(table: readonly RemoteProcess[], shell: ProcessIdentity): RemoteProcess[] {
+export function sessionMembers(table: readonly RemoteProcess[], shell: ProcessIdentity, known: readonly ProcessIdentity[] = []): RemoteProcess[] {
   const candidates = table.filter(entry => entry.starttime >= shell.starttime)
+  const knownKeys = new Set(known.map(identity => `${identity.pid}:${identity.starttime}`))
   const members = new Map<number, RemoteProcess>()
-  for (const entry of candidates) if (entry.session === shell.pid || entry.pid === shell.pid) members.set(entry.pid, entry)
+  for (const entry of candidates) {
+    if (entry.session === shell.pid || entry.pid === shell.pid || knownKeys.has(`${entry.pid}:${entry.starttime}`)) members.set(entry.pid, entry)
+  }
   // Descendants by ppid of any member, iterated to a fixed point.
   let grew = true
   while (grew) {
@@ -61,17 +70,10 @@ export interface TerminateSessionOptions {
  * @throws ControlChannelError when the control channel fails mid-ladder.
  */
 export async function terminateSession(control: ControlChannel, shell: ProcessIdentity, options: TerminateSessionOptions): Promise<ProcessIdentity[]> {
-  const collect = async (): Promise<RemoteProcess[]> => {
-    const table = await control.processTable()
-    const members = sessionMembers(table, shell)
-    const known = new Set(members.map(member => member.pid))
-    for (const tracked of options.tracked ?? []) {
-      const entry = table.find(row => row.pid === tracked.pid && row.starttime === tracked.starttime)
-      if (entry !== undefined && !isDeadState(entry.state) && !known.has(entry.pid)) members.push(entry)
-    }
-    return members
-  }
   const signalled = new Map<string, ProcessIdentity>()
+  // Every identity signalled so far stays a member (with its descendants) while it lives: the
+  // ladder's own SIGTERM can orphan a TERM-ignoring `setsid` grandchild out of the tree.
+  const collect = async (): Promise<RemoteProcess[]> => sessionMembers(await control.processTable(), shell, [...(options.tracked ?? []), ...signalled.values()])
   const remember = (members: readonly ProcessIdentity[]): void => {
     for (const member of members) signalled.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
   }
