@@ -9,12 +9,13 @@ import { Context } from '@deepseek-ai/cordis'
 import AgentRegistry, { Inbox } from '@deepseek-ai/dsh-agent'
 import type { Agent } from '@deepseek-ai/dsh-agent'
 import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
-import { Session, SessionId } from '@deepseek-ai/dsh-session'
+import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import type { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import TerminalSessionService from '@deepseek-ai/dsh-terminal'
 import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, TerminalSessionId, TerminalSignal, TerminalSignalResult } from '@deepseek-ai/dsh-terminal'
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
 import { randomUUID } from 'node:crypto'
+import type { SandboxCompanion } from '../sandbox/companion.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
 export interface TerminalTuning {
@@ -31,8 +32,11 @@ export interface TerminalTuning {
   maxReadBytes?: number
 }
 
-/** A runtime plugin: a `SubprocessRuntime` subclass constructed by cordis as `new R(ctx, config)`. */
-export type RuntimePlugin<C> = new (ctx: Context, config: C) => SubprocessRuntime
+/**
+ * A runtime plugin: a `SubprocessRuntime` subclass constructed by cordis as `new R(ctx, config)`,
+ * optionally carrying the sandbox companion that provides a same-world `ctx.sandbox`.
+ */
+export type RuntimePlugin<C> = (new (ctx: Context, config: C) => SubprocessRuntime) & { sandboxCompanion?: SandboxCompanion<C> }
 
 /** Options of {@link openWorld}. */
 export interface OpenWorldOptions<C> {
@@ -49,7 +53,14 @@ export interface OpenWorldOptions<C> {
   workspaceRoot: string
   /** terminal-bash tuning. */
   terminal?: TerminalTuning
-  /** Extra plugins to load before terminal-bash (e.g. a sandbox provider). */
+  /**
+   * The world's sandbox companion (src/sandbox): adjusts the runtime config to the policy (a
+   * managed Docker container is created from it) and registers `ctx.sandbox`. Default: the
+   * runtime class's static `sandboxCompanion`; `false` composes no sandbox (then only
+   * `danger-full-access` can start terminals; terminal-bash refuses the others).
+   */
+  sandbox?: SandboxCompanion<C> | false
+  /** Extra plugins to load before terminal-bash (e.g. another sandbox provider, with `sandbox: false`). */
   plugins?: readonly ((ctx: Context) => Promise<unknown>)[]
 }
 
@@ -95,8 +106,10 @@ export interface RemoteWorld {
 
 function ownerAgent(ctx: Context, rawId: string): Agent {
   const id = SessionId(rawId)
-  const scope = ctx.plugin(() => {})
-  const session = Session.create(id)
+  const scope = ctx.plugin({ inject: ['sessions'], apply: () => {} })
+  // A store-entered session publishes `session/event`, so upstream observers hold, e.g.
+  // terminal-bash's fence: no `sandbox/mode` change while terminals are open.
+  const session = scope.ctx.sessions.create(id)
   return {
     id,
     options: {},
@@ -121,19 +134,26 @@ function ownerAgent(ctx: Context, rawId: string): Agent {
  */
 export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<RemoteWorld> {
   const ctx = new Context()
+  let agent: Agent
   try {
+    await ctx.plugin(SessionStore)
     await ctx.plugin(AgentRegistry)
     await ctx.plugin(TerminalSessionService)
     await ctx.plugin(SandboxPolicyService, { mode: options.mode ?? 'danger-full-access', workspaceRoot: options.workspaceRoot })
-    await ctx.plugin(options.runtime as never, options.runtimeConfig as never)
+    const companion = options.sandbox === false ? undefined : options.sandbox ?? options.runtime.sandboxCompanion
+    const policy = { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot }
+    const runtimeConfig = companion?.configure === undefined ? options.runtimeConfig : companion.configure(options.runtimeConfig, policy)
+    await ctx.plugin(options.runtime as never, runtimeConfig as never)
+    if (companion !== undefined) await companion.plugin(ctx)
     for (const plugin of options.plugins ?? []) await plugin(ctx)
     await ctx.plugin(terminalBash, { ...options.terminal })
+    agent = ownerAgent(ctx, `dsh-remote-${randomUUID()}`)
+    ctx.agents.register(agent)
   } catch (error) {
+    // Disposal also removes a managed container the sandbox companion already created.
     await ctx.fiber.dispose().catch(() => undefined)
     throw error
   }
-  const agent = ownerAgent(ctx, `dsh-remote-${randomUUID()}`)
-  ctx.agents.register(agent)
   const runtime = ctx.subprocess
   let disposed: Promise<void> | undefined
 

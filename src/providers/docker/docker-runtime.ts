@@ -12,6 +12,10 @@ import { remoteChildEnv } from '../remote/environment.ts'
 import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
 import { DockerWorld } from './docker-world.ts'
+import { dockerCreateOptions, mergeCreateOptions } from '../../sandbox/docker-policy.ts'
+import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
+
+const positiveInt = z.number().int().positive()
 
 /** Configuration of {@link DockerSubprocessRuntime}; validated with zod at construction. */
 export const DockerRuntimeConfig = z.object({
@@ -23,8 +27,23 @@ export const DockerRuntimeConfig = z.object({
   user: z.string().min(1).optional(),
   /** Docker engine socket; default: dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
   socketPath: z.string().min(1).optional(),
+  /**
+   * The sandbox policy a MANAGED container is created from (src/sandbox/docker-policy.ts);
+   * openWorld sets it from its mode and workspace root. Ignored for creation when attaching
+   * (an attached container is inspected instead).
+   */
+  policy: z.object({
+    mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
+    workspaceRoot: z.string().startsWith('/'),
+  }).strict().optional(),
+  /** Managed container only: the workspace source mounted at `policy.workspaceRoot` (host folder or named volume). */
+  workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
+  /** Managed container only: resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
+  limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
 }).strict().refine(config => (config.container === undefined) !== (config.image === undefined), {
   message: 'exactly one of `container` or `image` is required',
+}).refine(config => (config.workspace === undefined && config.limits === undefined) || (config.image !== undefined && config.policy !== undefined), {
+  message: '`workspace` and `limits` apply only to a managed container (`image`) created from a `policy`; an attached container is inspected as it is',
 })
 
 /** Input shape of {@link DockerRuntimeConfig}. */
@@ -34,7 +53,7 @@ export type DockerRuntimeConfig = z.input<typeof DockerRuntimeConfig>
 export interface DockerRuntimeExtras {
   /** Use this engine connection instead of building one from `socketPath`. */
   docker?: Docker
-  /** Create fields merged into a managed container (the sandbox mapping sets HostConfig). */
+  /** Create fields merged over a managed container's (over the policy mapping's, when `policy` is set). */
   create?: Docker.ContainerCreateOptions
 }
 
@@ -50,9 +69,13 @@ export interface DockerRuntimeExtras {
  * signal death as 128+N (the `signal` field is therefore always null).
  */
 export class DockerSubprocessRuntime extends SubprocessRuntime {
+  /** How openWorld gets a same-world `ctx.sandbox` for this runtime (src/sandbox/docker-companion.ts). */
+  static readonly sandboxCompanion = dockerSandboxCompanion
   /** The validated configuration. */
   readonly config: z.output<typeof DockerRuntimeConfig>
   private readonly extras: DockerRuntimeExtras
+  /** Create options of a managed container: the policy mapping (when `policy` is set) under `extras.create`. */
+  private readonly createOptions: Docker.ContainerCreateOptions | undefined
   private worldPromise: Promise<DockerWorld> | undefined
   private readonly terminals = new Set<RemoteTerminalHandle>()
   private disposing = false
@@ -60,7 +83,8 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
   /**
    * @param ctx - cordis context the service registers in (as `ctx.subprocess`).
    * @param config - see {@link DockerRuntimeConfig}.
-   * @throws InvalidArgumentError for an invalid config.
+   * @param extras - objects that are not plain config (engine connection, create overrides).
+   * @throws InvalidArgumentError for an invalid config, or a policy the mapping refuses (e.g. a root user under a confined mode).
    */
   constructor(ctx: Context, config: DockerRuntimeConfig, extras: DockerRuntimeExtras = {}) {
     super(ctx)
@@ -68,6 +92,10 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
     if (!parsed.success) throw new InvalidArgumentError(`invalid Docker world config: ${parsed.error.issues.map(issue => `${issue.path.join('.') || 'config'}: ${issue.message}`).join('; ')}`)
     this.config = parsed.data
     this.extras = extras
+    const { policy, image } = parsed.data
+    this.createOptions = policy !== undefined && image !== undefined
+      ? mergeCreateOptions(dockerCreateOptions({ ...policy, workspace: parsed.data.workspace, user: parsed.data.user, limits: parsed.data.limits }), extras.create)
+      : extras.create
     ctx.effect(() => () => this.dispose(), 'docker subprocess teardown')
   }
 
@@ -79,7 +107,7 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
     if (this.disposing) return Promise.reject(new WorldClosedError())
     if (this.worldPromise === undefined) {
       const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
-      const opening = DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.extras.create })
+      const opening = DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions })
       this.worldPromise = opening
       opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
     }

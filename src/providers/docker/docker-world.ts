@@ -122,8 +122,8 @@ export class DockerWorld {
       container = await docker.createContainer({
         Image: image,
         Cmd: ['sleep', 'infinity'],
-        Labels: { [MANAGED_LABEL]: 'true' },
         ...options.create,
+        Labels: { ...options.create?.Labels, [MANAGED_LABEL]: 'true' },
         HostConfig: { Init: true, NetworkMode: 'none', ...options.create?.HostConfig },
       })
     } catch (error) {
