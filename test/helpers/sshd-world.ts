@@ -115,11 +115,25 @@ async function waitForBanner(port: number, timeoutMs = 15_000): Promise<void> {
   }
 }
 
+/** Container settings of the sshd world. */
+export interface SshdContainerOptions {
+  /**
+   * HostConfig fields merged over the world's. Bubblewrap inside the world needs
+   * {@link BWRAP_CAPABLE}: Docker's seccomp profile refuses unprivileged user namespaces, and its
+   * masked and read-only /proc paths forbid mounting a new /proc.
+   */
+  hostConfig?: Docker.HostConfig
+}
+
+/** HostConfig under which bubblewrap works in the world (`--security-opt seccomp=unconfined --security-opt systempaths=unconfined`). */
+export const BWRAP_CAPABLE: Docker.HostConfig = { SecurityOpt: ['seccomp=unconfined'], MaskedPaths: [], ReadonlyPaths: [] }
+
 /**
  * Start the world: one container, one sshd per spec.
  * @param specs - sshd instances (default: one with MaxSessions 10).
+ * @param options - container settings (default: none).
  */
-export async function startSshdWorld(specs: readonly SshdSpec[] = [{}]): Promise<SshdWorld> {
+export async function startSshdWorld(specs: readonly SshdSpec[] = [{}], options: SshdContainerOptions = {}): Promise<SshdWorld> {
   const docker = new Docker()
   const dir = mkdtempSync(join(tmpdir(), 'dsh-sshd-'))
   chmodSync(dir, 0o755)
@@ -155,7 +169,7 @@ export async function startSshdWorld(specs: readonly SshdSpec[] = [{}]): Promise
     Image: TARGET_IMAGE,
     Cmd: ['/bin/sh', '/etc/dsh-test/start.sh'],
     Labels: { [TEST_LABEL]: 'true' },
-    HostConfig: { NetworkMode: 'host', Init: true, Binds: [`${dir}:/etc/dsh-test:ro`] },
+    HostConfig: { NetworkMode: 'host', Init: true, Binds: [`${dir}:/etc/dsh-test:ro`], ...options.hostConfig },
   })
   await container.start()
   try {

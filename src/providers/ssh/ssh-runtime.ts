@@ -17,6 +17,7 @@ import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
 import { ChannelRefusedError, SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
+import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
 const stringOrList = z.union([z.string().min(1), z.array(z.string().min(1))])
 
@@ -85,6 +86,8 @@ const DEFAULT_IDENTITIES = ['id_ed25519', 'id_ecdsa', 'id_rsa']
  * ksh, zsh; not csh or fish). Host certificates (`@cert-authority`) are not supported.
  */
 export class SshSubprocessRuntime extends SubprocessRuntime {
+  /** How openWorld gets a same-world `ctx.sandbox` (bubblewrap on the host, probed once; src/sandbox/ssh-companion.ts). */
+  static readonly sandboxCompanion = sshSandboxCompanion
   /** The validated configuration. */
   readonly config: z.output<typeof SshRuntimeConfig>
   private readonly extras: SshRuntimeExtras

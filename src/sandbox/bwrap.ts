@@ -1,0 +1,214 @@
+/**
+ * Remote confinement with bubblewrap, world-neutral: the profile (argv builder), a one-time
+ * functional probe that runs through any "run this sh script in the remote world" callback,
+ * and {@link BubblewrapSandboxProvider}, the `ctx.sandbox` that wraps argv in the probed
+ * `bwrap` or fails closed.
+ *
+ * Profile (the upstream local bwrap profile, plus a private /tmp in both modes):
+ * - everything read-only: `--ro-bind / /`;
+ * - a fresh `/dev` (`--dev /dev`), a new pid namespace with its own `/proc`, `--die-with-parent`;
+ * - a private, ephemeral `/tmp` (`--tmpfs /tmp`); under read-only a workspace below /tmp is
+ *   re-bound read-only so it stays visible;
+ * - workspace-write: the workspace bound read-write (`--bind ROOT ROOT`).
+ * No `--new-session`: the shell keeps the terminal as its controlling tty (job control and
+ * foreground probing need it); the tty is the sandboxed shell's own, so TIOCSTI reaches only it.
+ * The network is not isolated (outside the sandbox vocabulary, as upstream).
+ * @module dsh-remote-worlds/sandbox/bwrap
+ */
+import type { Context } from '@deepseek-ai/cordis'
+import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
+import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
+import { shQuoteArgv } from '../providers/remote/quote.ts'
+import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
+
+/** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
+export const BWRAP_DENIAL_SIGNATURES: readonly string[] = Object.freeze(['Read-only file system'])
+
+/** bwrap's own fatal diagnostics: the command never ran (e.g. a missing workspace). */
+export const BWRAP_RUNNER_FAILURE_RULES: readonly RunnerFailureRule[] = Object.freeze([{ fatalSignatures: ['bwrap: '] }])
+
+/** `path` equals `dir` or lies below it. */
+function within(path: string, dir: string): boolean {
+  return dir === '/' || path === dir || path.startsWith(`${dir}/`)
+}
+
+/**
+ * bwrap arguments (before `--` and the command) expressing `policy`.
+ * @throws Error for a relative workspace root.
+ */
+export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }): string[] {
+  const root = policy.workspaceRoot
+  if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
+  if (policy.mode === 'workspace-write') args.push('--bind', root, root)
+  else if (within(root, '/tmp')) args.push('--ro-bind', root, root)
+  return args
+}
+
+/** Output of one remote script run. */
+export interface RemoteRunResult {
+  exitCode: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs a POSIX `sh` script in the remote world as the terminals' user. */
+export type RemoteRun = (script: string) => Promise<RemoteRunResult>
+
+/** Result of probing one profile. */
+export type BwrapProfileProbe = { ok: true } | { ok: false; error: string }
+
+/** What the probe learned about bubblewrap in one world. */
+export type BwrapProbe =
+  | {
+    usable: true
+    /** Absolute path of bwrap in the remote world. */
+    path: string
+    /** `bwrap --version` output, e.g. `bubblewrap 0.8.0`. */
+    version: string
+    /** The workspace-write profile, probed per workspace root. */
+    workspaces: Readonly<Record<string, BwrapProfileProbe>>
+  }
+  | { usable: false; reason: string }
+
+const LINE = /^(path|version|ro|ws) ?(.*)$/
+
+/**
+ * The probe script: find bwrap, read its version, run the read-only profile around `true`
+ * (exit 0 proves namespaces and every mount of the profile work), and the workspace-write
+ * profile for each root. One line per fact; errors are folded onto their line.
+ */
+export function bwrapProbeScript(workspaceRoots: readonly string[]): string {
+  const ro = shQuoteArgv(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }))
+  const lines = [
+    'p=$(command -v bwrap 2>/dev/null) || { echo "path"; exit 0; }',
+    'case $p in /*) ;; *) echo "path"; exit 0 ;; esac',
+    'echo "path $p"',
+    'echo "version $("$p" --version 2>&1 | tr "\\n" " ")"',
+    `out=$("$p" ${ro} -- true 2>&1); echo "ro $? $(printf %s "$out" | tr "\\n" " ")"`,
+  ]
+  for (const root of workspaceRoots) {
+    const ws = shQuoteArgv(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: root }))
+    lines.push(`out=$("$p" ${ws} -- true 2>&1); echo "ws $? $(printf %s "$out" | tr "\\n" " ")"`)
+  }
+  return `${lines.join('\n')}\n`
+}
+
+/**
+ * Parse the probe script's output.
+ * @param workspaceRoots - the roots the script probed, in order.
+ */
+export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[]): BwrapProbe {
+  let path = ''
+  let version = ''
+  let ro: BwrapProfileProbe | undefined
+  const ws: BwrapProfileProbe[] = []
+  for (const line of stdout.split('\n')) {
+    const match = LINE.exec(line)
+    if (match === null) continue
+    const [, key, rest = ''] = match
+    if (key === 'path') path = rest.trim()
+    else if (key === 'version') version = rest.trim()
+    else {
+      const status = /^(\d+) ?(.*)$/.exec(rest)
+      const verdict: BwrapProfileProbe = status !== null && status[1] === '0' ? { ok: true } : { ok: false, error: (status?.[2] ?? rest).trim() || `exit status ${status?.[1] ?? 'unknown'}` }
+      if (key === 'ro') ro = verdict
+      else ws.push(verdict)
+    }
+  }
+  if (path === '') return { usable: false, reason: 'bubblewrap (bwrap) is not installed on the remote host (not found in the login PATH)' }
+  if (ro === undefined) return { usable: false, reason: `the bubblewrap probe did not report (output: ${JSON.stringify(stdout.slice(0, 300))})` }
+  if (!ro.ok) return { usable: false, reason: `bubblewrap at ${path} does not work here: ${ro.error}` }
+  const workspaces: Record<string, BwrapProfileProbe> = {}
+  workspaceRoots.forEach((root, index) => {
+    workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
+  })
+  return { usable: true, path, version, workspaces }
+}
+
+/**
+ * Probe bubblewrap once in a remote world.
+ * @param run - runs a POSIX sh script remotely as the terminals' user.
+ * @param workspaceRoots - roots to probe the workspace-write profile for (it binds the root, which must exist).
+ * @returns the verdict (a script that ran but failed is an unusable verdict).
+ * @throws whatever `run` throws (e.g. the world cannot be reached: nothing can run there anyway).
+ */
+export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = []): Promise<BwrapProbe> {
+  const result = await run(bwrapProbeScript(workspaceRoots))
+  if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }
+  return parseBwrapProbe(result.stdout, workspaceRoots)
+}
+
+/** Construction options of {@link BubblewrapSandboxProvider}. */
+export interface BubblewrapSandboxConfig {
+  /** World description, e.g. `ssh agent@127.0.0.1:2222`. */
+  where: string
+  /** The one-time probe's verdict. */
+  probe: BwrapProbe
+  /** Workspace root reports use when none is given. */
+  workspaceRoot: string
+}
+
+/** `ctx.sandbox` that confines with the remote world's bubblewrap, or fails closed. */
+export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox {
+  private readonly config: BubblewrapSandboxConfig
+
+  constructor(ctx: Context, config: BubblewrapSandboxConfig) {
+    super(ctx)
+    this.config = config
+  }
+
+  /** Why `mode` cannot be enforced for `workspaceRoot`, or undefined when it can. */
+  private refusal(mode: ConfinedSandboxMode, workspaceRoot: string): string | undefined {
+    const probe = this.config.probe
+    if (!probe.usable) return probe.reason
+    if (!workspaceRoot.startsWith('/')) return `the workspace root ${JSON.stringify(workspaceRoot)} is not absolute`
+    if (mode === 'workspace-write') {
+      const workspace = probe.workspaces[workspaceRoot]
+      if (workspace !== undefined && !workspace.ok) return `bubblewrap cannot bind the workspace ${workspaceRoot} read-write: ${workspace.error}`
+    }
+    return undefined
+  }
+
+  /**
+   * Wrap `argv` in `bwrap PROFILE --`.
+   * @throws SandboxUnavailableError when bubblewrap is absent or does not work in this world,
+   *   or the probe showed it cannot bind this workspace.
+   */
+  confine(argv: readonly string[], policy: SandboxPolicy): ConfinedArgv {
+    const refusal = this.refusal(policy.mode, policy.workspaceRoot)
+    if (refusal !== undefined || !this.config.probe.usable) {
+      throw new SandboxUnavailableError(policy.mode, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`)
+    }
+    return {
+      argv: [this.config.probe.path, ...bwrapProfileArgs(policy), '--', ...argv],
+      enforcement: 'full',
+      denialSignatures: BWRAP_DENIAL_SIGNATURES,
+      runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,
+    }
+  }
+
+  /** Which modes this world enforces and how. */
+  report(workspaceRoot: string = this.config.workspaceRoot): WorldSandboxReport {
+    const probe = this.config.probe
+    const mechanism = probe.usable ? `bubblewrap on the remote host (${probe.version || 'version unknown'} at ${probe.path})` : 'bubblewrap on the remote host'
+    const modes = SANDBOX_MODES.map((mode): SandboxModeReport => {
+      if (mode === 'danger-full-access') {
+        return { mode, available: true, enforcement: 'none', mechanism: 'none', facts: ['no sandbox: the shell runs unconfined as the login user'], gaps: [] }
+      }
+      const refusal = this.refusal(mode, workspaceRoot)
+      if (refusal !== undefined) return { mode, available: false, enforcement: 'unavailable', mechanism, facts: [], gaps: [refusal] }
+      const facts = [
+        'everything read-only (--ro-bind / /)',
+        'private ephemeral /tmp (--tmpfs /tmp), fresh /dev, own pid namespace and /proc',
+        mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
+      ]
+      const probed = probe.usable ? probe.workspaces[workspaceRoot] : undefined
+      if (mode === 'workspace-write' && probed === undefined) facts.push(`workspace ${workspaceRoot} not probed: bwrap fails the start if it does not exist`)
+      return { mode, available: true, enforcement: 'full', mechanism, facts, gaps: [] }
+    })
+    return { world: this.config.where, workspaceRoot, modes }
+  }
+}
+
+export default BubblewrapSandboxProvider

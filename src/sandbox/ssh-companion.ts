@@ -1,0 +1,71 @@
+/**
+ * The SSH runtime's sandbox companion: probe bubblewrap on the remote host ONCE per world (as
+ * the login user, on a pooled connection), then register a {@link BubblewrapSandboxProvider}
+ * as `ctx.sandbox`. Without a working bubblewrap every confined mode fails closed.
+ * @module dsh-remote-worlds/sandbox/ssh-companion
+ */
+import type { Context } from '@deepseek-ai/cordis'
+import type {} from '@deepseek-ai/dsh-sandbox-policy'
+import type { SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'
+import type { SshWorld } from '../providers/ssh/ssh-world.ts'
+import { InvalidArgumentError, TransportError } from '../providers/remote/errors.ts'
+import { BubblewrapSandboxProvider, probeBwrap, type RemoteRunResult } from './bwrap.ts'
+import { announceSandbox, type SandboxCompanion } from './companion.ts'
+
+/** What the companion needs of `ctx.subprocess` (an SshSubprocessRuntime). */
+interface SshRuntimeLike {
+  world(): Promise<SshWorld>
+}
+
+/**
+ * Run a POSIX sh script on the SSH host as the login user over a non-PTY exec channel (a pool
+ * slot is held while it runs, so MaxSessions accounting stays right).
+ */
+export async function sshRun(world: SshWorld, script: string): Promise<RemoteRunResult> {
+  const lease = await world.lease()
+  try {
+    return await new Promise<RemoteRunResult>((resolve, reject) => {
+      try {
+        lease.connection.client.exec(script, (error, channel) => {
+          if (error) { reject(new TransportError(`${world.describe()}: cannot open a session channel: ${error.message}`, { cause: error })); return }
+          const stdout: Buffer[] = []
+          const stderr: Buffer[] = []
+          let exitCode: number | null = null
+          channel.on('data', (chunk: Buffer) => stdout.push(chunk))
+          channel.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
+          channel.once('exit', (code: number | null) => { exitCode = code })
+          channel.once('close', () => resolve({ exitCode, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') }))
+        })
+      } catch (error) {
+        reject(new TransportError(`${world.describe()}: the connection is closed: ${(error as Error).message}`, { cause: error }))
+      }
+    })
+  } finally {
+    lease.release()
+  }
+}
+
+/**
+ * Probe the host's bubblewrap (read-only profile, and workspace-write for the composition's
+ * workspace root) and register `ctx.sandbox`. Logs what the default mode means.
+ * @throws InvalidArgumentError when `ctx.subprocess` is not an SSH runtime; the connect errors of the world.
+ */
+export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxProvider> {
+  const runtime = ctx.get('subprocess') as unknown as Partial<SshRuntimeLike> | undefined
+  if (runtime === undefined || typeof runtime.world !== 'function') {
+    throw new InvalidArgumentError('the SSH sandbox needs an SshSubprocessRuntime as ctx.subprocess')
+  }
+  const world = await runtime.world()
+  const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
+  // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
+  const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot])
+  await ctx.plugin(BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
+  const provider = ctx.sandbox as BubblewrapSandboxProvider
+  announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
+  return provider
+}
+
+/** Companion of SshSubprocessRuntime: provide `ctx.sandbox` backed by the host's bubblewrap. */
+export const sshSandboxCompanion: SandboxCompanion<SshRuntimeConfig> = {
+  plugin: async ctx => { await applySshSandbox(ctx) },
+}

@@ -1,0 +1,82 @@
+/**
+ * The world-neutral bubblewrap pieces: the profile argv (exact), and the probe script run by a
+ * REAL shell on this machine (bubblewrap is installed here, as in the project image).
+ */
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { bwrapProfileArgs, parseBwrapProbe, probeBwrap, type RemoteRun } from '../../src/sandbox/bwrap.ts'
+
+const BASE = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
+
+/** Run a script with this machine's sh, optionally with another PATH. */
+function localRun(path?: string): RemoteRun {
+  return script => new Promise(resolve => {
+    execFile('/bin/sh', ['-c', script], { env: { ...process.env, ...(path !== undefined ? { PATH: path } : {}) } }, (error, stdout, stderr) => {
+      resolve({ exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr })
+    })
+  })
+}
+
+describe('bwrapProfileArgs', () => {
+  it('read-only: everything read-only, fresh /dev, own pid namespace and /proc, private /tmp', () => {
+    expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/srv/ws' })).toEqual(BASE)
+  })
+
+  it('workspace-write: the same plus the workspace bound read-write, after the /tmp tmpfs', () => {
+    expect(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: '/srv/my ws' })).toEqual([...BASE, '--bind', '/srv/my ws', '/srv/my ws'])
+    expect(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: '/tmp/ws' })).toEqual([...BASE, '--bind', '/tmp/ws', '/tmp/ws'])
+  })
+
+  it('read-only keeps a workspace below /tmp visible (read-only) over the private tmpfs', () => {
+    expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/tmp/ws' })).toEqual([...BASE, '--ro-bind', '/tmp/ws', '/tmp/ws'])
+    expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/tmpx' })).toEqual(BASE)
+  })
+
+  it('refuses a relative workspace root', () => {
+    expect(() => bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: 'ws' })).toThrow('bwrap profile: the workspace root must be absolute, got "ws"')
+  })
+})
+
+describe('probeBwrap (real shell, real bwrap on this machine)', () => {
+  it('finds and runs bwrap; probes each workspace root', async () => {
+    const present = mkdtempSync(join(tmpdir(), 'dsh-bwrap-probe-'))
+    try {
+      const probe = await probeBwrap(localRun(), [present, '/nonexistent-dsh-ws'])
+      expect(probe).toEqual({
+        usable: true,
+        path: '/usr/bin/bwrap',
+        version: 'bubblewrap 0.8.0',
+        workspaces: {
+          [present]: { ok: true },
+          '/nonexistent-dsh-ws': { ok: false, error: 'bwrap: Can\'t find source path /nonexistent-dsh-ws: No such file or directory' },
+        },
+      })
+    } finally {
+      rmSync(present, { recursive: true, force: true })
+    }
+  })
+
+  it('bwrap not on the PATH: unusable, said so', async () => {
+    expect(await probeBwrap(localRun('/nonexistent-bin'))).toEqual({ usable: false, reason: 'bubblewrap (bwrap) is not installed on the remote host (not found in the login PATH)' })
+  })
+
+  it('a failing script run is an unusable verdict naming it', async () => {
+    // A world whose shell runs something else than the script (e.g. a broken login shell).
+    const broken: RemoteRun = () => localRun()('echo "sh: cannot fork" >&2; exit 127')
+    expect(await probeBwrap(broken)).toEqual({ usable: false, reason: 'the bubblewrap probe failed (exit 127): sh: cannot fork' })
+  })
+})
+
+describe('parseBwrapProbe', () => {
+  it('a bwrap that cannot create its namespaces is unusable, with its own message', () => {
+    const stdout = 'path /usr/bin/bwrap\nversion bubblewrap 0.8.0 \nro 1 bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.\n'
+    expect(parseBwrapProbe(stdout, [])).toEqual({ usable: false, reason: 'bubblewrap at /usr/bin/bwrap does not work here: bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' })
+  })
+
+  it('garbage is not a verdict of usability', () => {
+    expect(parseBwrapProbe('path /usr/bin/bwrap\n', [])).toEqual({ usable: false, reason: 'the bubblewrap probe did not report (output: "path /usr/bin/bwrap\\n")' })
+  })
+})
