@@ -161,6 +161,11 @@ ignterm() {
 
 # HOME as hex, so any byte survives the line protocol; "-" when unset or empty.
 _home=$(printf '%s' "$HOME" | od -An -v -tx1 | tr -d ' \n')
+# The ready line and the request loop form ONE brace group, parsed whole before any of it runs:
+# the shell reads its program from the same stdin as the requests, in buffered chunks, so a
+# request sent the moment READY appears could otherwise be swallowed as program text by a parse
+# still in progress (seen over SSH, where the program arrives in several packets).
+{
 echo "READY $(id -u) $ARCH $$ ${_home:--}"
 while IFS= read -r _req; do
   set -f; set -- $_req; set +f
@@ -224,3 +229,4 @@ while IFS= read -r _req; do
     *) echo "$_id err unknown-op" ;;
   esac
 done
+}
