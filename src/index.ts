@@ -13,3 +13,4 @@ export type { RemoteTerminalStart, TerminalTransport } from './providers/remote/
 export { terminateSession, sessionMembers } from './providers/remote/teardown.ts'
 export { openWorld } from './backend/world.ts'
 export type { OpenWorldOptions, RemoteWorld, WorldTerminal, TerminalTuning } from './backend/world.ts'
+export * from './sandbox/index.ts'
