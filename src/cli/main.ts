@@ -5,7 +5,8 @@
  *   shell                  interactive: each line is a send; Ctrl-C cancels with a real SIGINT
  *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG)
  *   doctor                 what this world can prove, and why not where it cannot
- * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed); --user; --cwd.
+ * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed) |
+ *   --ssh [user@]host[:port] (with --identity FILE, --known-hosts FILE); --user; --cwd.
  * @module dsh-remote-worlds/cli/main
  */
 import { readFile } from 'node:fs/promises'
@@ -21,7 +22,10 @@ function targetOptions(command: Command): Command {
   return command
     .addOption(new Option('--docker <container>', 'attach to this running container (name or id)'))
     .addOption(new Option('--image <image>', 'run a managed throwaway container from this image (default: dsh-remote-worlds/target:bookworm)'))
-    .addOption(new Option('--user <user>', 'remote user (exec user in Docker)'))
+    .addOption(new Option('--ssh <target>', 'run on a host over SSH: [user@]host[:port] or a Host alias of ~/.ssh/config'))
+    .addOption(new Option('--identity <file>', 'SSH private key file (as ssh -i; default: ~/.ssh/config IdentityFile, ~/.ssh/id_*, ssh-agent)'))
+    .addOption(new Option('--known-hosts <file>', 'SSH known_hosts file (default ~/.ssh/known_hosts); unknown host keys are refused'))
+    .addOption(new Option('--user <user>', 'remote user (exec user in Docker, login user over SSH)'))
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
 }
 

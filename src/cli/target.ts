@@ -9,6 +9,8 @@ import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/w
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
+import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
+import { parseSshTarget } from '../providers/ssh/target.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
@@ -17,6 +19,12 @@ export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
 export interface TargetFlags {
   docker?: string
   image?: string
+  /** `[user@]host[:port]` or a Host alias of ~/.ssh/config. */
+  ssh?: string
+  /** SSH private key file (OpenSSH -i). */
+  identity?: string
+  /** SSH known_hosts file (OpenSSH UserKnownHostsFile). */
+  knownHosts?: string
   user?: string
   cwd?: string
 }
@@ -59,10 +67,28 @@ export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
  * @throws InvalidArgumentError for conflicting flags.
  */
 export function resolveTarget(flags: TargetFlags): Target {
-  if (flags.docker !== undefined && flags.image !== undefined) throw new InvalidArgumentError('use either --docker CONTAINER or --image IMAGE, not both')
+  if ([flags.docker, flags.image, flags.ssh].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE or --ssh [USER@]HOST[:PORT]')
+  if (flags.ssh === undefined && (flags.identity !== undefined || flags.knownHosts !== undefined)) throw new InvalidArgumentError('--identity and --known-hosts apply to --ssh targets only')
   const user = flags.user
-  const workspaceRoot = flags.cwd ?? (user === undefined || user === 'root' || user === '0' ? '/root' : '/tmp')
   const suffix = user === undefined ? '' : ` as ${user}`
+  if (flags.ssh !== undefined) {
+    const login = user ?? parseSshTarget(flags.ssh).user
+    return {
+      description: `ssh ${flags.ssh}${suffix}`,
+      world: {
+        runtime: SshSubprocessRuntime as never,
+        runtimeConfig: {
+          target: flags.ssh,
+          ...(user !== undefined ? { user } : {}),
+          ...(flags.identity !== undefined ? { identity: flags.identity } : {}),
+          ...(flags.knownHosts !== undefined ? { knownHosts: flags.knownHosts } : {}),
+        },
+        workspaceRoot: flags.cwd ?? (login === 'root' ? '/root' : '/tmp'),
+      },
+      prepare: async () => {},
+    }
+  }
+  const workspaceRoot = flags.cwd ?? (user === undefined || user === 'root' || user === '0' ? '/root' : '/tmp')
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,

@@ -22,6 +22,8 @@ export const TEST_LABEL = 'dsh-remote-worlds.test-sshd'
 export interface SshdSpec {
   /** `MaxSessions` (OpenSSH default 10). */
   maxSessions?: number
+  /** `SetEnv`: variables sshd puts in every session's environment (the login's ambient env). */
+  setEnv?: Readonly<Record<string, string>>
 }
 
 /** A generated key pair: OpenSSH private key text and `type base64` public key line. */
@@ -93,6 +95,7 @@ function sshdConfig(port: number, spec: SshdSpec): string {
     'PrintMotd no',
     'LogLevel VERBOSE',
     `MaxSessions ${spec.maxSessions ?? 10}`,
+    ...(spec.setEnv !== undefined ? [`SetEnv ${Object.entries(spec.setEnv).map(([name, value]) => `${name}=${value}`).join(' ')}`] : []),
     '',
   ].join('\n')
 }

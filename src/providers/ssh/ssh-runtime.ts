@@ -10,6 +10,7 @@ import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { SubprocessHandle, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import ssh2, { type ParsedKey } from 'ssh2'
 import { z } from 'zod'
+import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
 import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
@@ -124,6 +125,19 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     return this.worldPromise
   }
 
+  /**
+   * A control channel of the login user (any pooled connection; connects when none is open).
+   * Used by the CLI's doctor and leftover scans.
+   */
+  async control(): Promise<ControlChannel> {
+    return (await this.world()).control()
+  }
+
+  /** Short description of the world for messages, e.g. `ssh agent@host:22`. */
+  describe(): string {
+    return `ssh ${this.config.target}`
+  }
+
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     if (this.disposing) throw new WorldClosedError()
@@ -139,7 +153,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
           spec,
           env: remoteChildEnv(connection.ambientEnv, spec.env),
           control: connection.control,
-          where: `${world.describe()}`,
+          where: world.describe(),
           open: script => lease.openTerminal(script, spec.rows, spec.cols),
           worldEnded: async () => false,
           recoverControl: () => world.control(),
