@@ -29,15 +29,17 @@ function logLines(world: RemoteWorld): string[] {
 }
 
 describe('read-only (managed container created from the policy)', () => {
-  const workspace = hostWorkspace()
+  // Created in beforeAll, so a filtered run (-t) leaks no host folder.
+  let workspace: ReturnType<typeof hostWorkspace>
   let world: RemoteWorld
 
   beforeAll(async () => {
+    workspace = hostWorkspace()
     world = await dockerWorld({ image: IMAGE, workspace: { bind: workspace.path } }, 'read-only')
   })
   afterAll(async () => {
     await world?.dispose()
-    workspace.remove()
+    workspace?.remove()
   })
 
   it('the container carries the mapped HostConfig, and confine() passes argv through with full enforcement', async () => {
@@ -88,15 +90,17 @@ describe('read-only (managed container created from the policy)', () => {
 })
 
 describe('workspace-write (managed container created from the policy)', () => {
-  const workspace = hostWorkspace()
+  // Created in beforeAll, so a filtered run (-t) leaks no host folder.
+  let workspace: ReturnType<typeof hostWorkspace>
   let world: RemoteWorld
 
   beforeAll(async () => {
+    workspace = hostWorkspace()
     world = await dockerWorld({ image: IMAGE, workspace: { bind: workspace.path } }, 'workspace-write')
   })
   afterAll(async () => {
     await world?.dispose()
-    workspace.remove()
+    workspace?.remove()
   })
 
   it('writing in the workspace works and is visible on the host side of the bind', async () => {
@@ -141,16 +145,18 @@ describe('workspace-write (managed container created from the policy)', () => {
 })
 
 describe('Docker limits, network and capabilities of a confined container', () => {
-  const workspace = hostWorkspace()
+  // Created in beforeAll, so a filtered run (-t) leaks no host folder.
+  let workspace: ReturnType<typeof hostWorkspace>
   let world: RemoteWorld
 
   beforeAll(async () => {
+    workspace = hostWorkspace()
     // A silent 5 s bomb must settle at the prompt, not by terminal-bash's 3 s inferred idle.
     world = await dockerWorld({ image: IMAGE, workspace: { bind: workspace.path }, limits: { pidsLimit: 64, memoryBytes: 256 * 1024 ** 2 } }, 'workspace-write', '/workspace', { idleSilenceMs: 60_000 })
   })
   afterAll(async () => {
     await world?.dispose()
-    workspace.remove()
+    workspace?.remove()
   })
 
   it('a fork bomb is stopped by PidsLimit and the world survives', async () => {
@@ -201,11 +207,12 @@ describe('Docker limits, network and capabilities of a confined container', () =
 })
 
 describe('attached containers are inspected', () => {
-  const workspace = hostWorkspace()
+  let workspace: ReturnType<typeof hostWorkspace>
   const cleanups: (() => Promise<void>)[] = []
+  beforeAll(() => { workspace = hostWorkspace() })
   afterAll(async () => {
     for (const cleanup of cleanups) await cleanup()
-    workspace.remove()
+    workspace?.remove()
   })
 
   it('a mode the container cannot enforce fails with SandboxUnavailableError before the shell starts', async () => {
