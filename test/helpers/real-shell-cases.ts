@@ -98,9 +98,13 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
   }, 30_000)
 
   it('signals a foreground command and kills a TERM-ignoring background descendant', async () => {
-    const { ctx, agent } = await world.harness(user)
+    // Upstream signals 50 ms after the send. Here the foreground group is first looked up in
+    // the world (a separate docker exec, slow under load), so the silence tier is moved out of
+    // reach: the send must not settle by silence before the SIGINT it is meant to observe.
+    const { ctx, agent } = await world.harness(user, { idleSilenceMs: 5_000, timeoutMs: 8_000 })
     const created = await ctx.terminals.spawn(agent, { type: 'shell' })
     const shellPid = created.pid!
+    const screen = (): string => ctx.terminals.read(agent, created.sessionId, { offset: 0, count: 100 }).text
 
     const foreground = ctx.terminals.startSend(agent, created.sessionId, { text: 'sleep 60', submit: true })
     // The SIGINT must reach the group the world shows in the foreground: the sleep's own.
@@ -108,11 +112,11 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
       async () => (await containerProcesses(world.containerId())).find(row => row.session === shellPid && row.comm === 'sleep'),
       row => row !== undefined,
     )
-    expect(sleeper).toBeDefined()
+    expect(sleeper, screen()).toBeDefined()
     expect(sleeper!.pgrp).toBe(sleeper!.pid)
     const signalled = await ctx.terminals.signal(agent, created.sessionId, 'SIGINT')
     expect(signalled).toEqual({ delivered: true, targetPgid: sleeper!.pgrp })
-    expectReadyForNextSend((await foreground.done).waitReason)
+    expect((await foreground.done).waitReason, screen()).toBe('stdin_read')
     expect(await waitFor(() => aliveInContainer(world.containerId(), sleeper!.pid), alive => !alive)).toBe(false)
 
     const background = ctx.terminals.startSend(agent, created.sessionId, {
@@ -121,9 +125,9 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
     })
     const output = (await background.done).viewport
     const child = /CHILD=(\d+)/.exec(output)?.[1]
-    expect(child).toBeDefined()
+    expect(child, screen()).toBeDefined()
     const pid = Number(child)
-    expect(await aliveInContainer(world.containerId(), pid)).toBe(true)
+    expect(await aliveInContainer(world.containerId(), pid), JSON.stringify(await containerProcesses(world.containerId()))).toBe(true)
     await ctx.terminals.kill(agent, created.sessionId)
     expect(await aliveInContainer(world.containerId(), pid)).toBe(false)
     expect(await terminalLeftovers(world.containerId(), shellPid, [pid])).toEqual([])

@@ -138,7 +138,8 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
       control,
       where: world.describe(user),
       open: script => world.openTerminal(script, user),
-      worldEnded: async () => !(await world.running()),
+      // Not just `running()`: a killed container still shows Running for a moment (see alive()).
+      worldEnded: async () => !(await world.alive(user)),
       onTerminated: terminated => { this.terminals.delete(terminated) },
     })
     if (this.disposing) {

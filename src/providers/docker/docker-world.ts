@@ -28,6 +28,9 @@ import {
 } from '../remote/errors.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 
+/** How long {@link DockerWorld.alive} waits for the control program's ping reply. */
+const ALIVE_PING_BOUND_MS = 5_000
+
 /** Label every managed container carries, so leftovers can be found and removed. */
 export const MANAGED_LABEL = 'dsh-remote-worlds.managed'
 
@@ -255,7 +258,7 @@ export class DockerWorld {
         throw new TransportError(`${this.describe(user)}: lost the terminal: ${engineError(error, 'exec inspect').message}`, { cause: error })
       }
       if (!info.Running) {
-        if (!(await this.running())) throw new TransportError(`${this.describe(user)}: the container stopped while the terminal was live`)
+        if (!(await this.alive(user))) throw new TransportError(`${this.describe(user)}: the container stopped while the terminal was live`)
         return { exitCode: info.ExitCode ?? null, signal: null }
       }
       // The attach stream can close a moment before the engine records the exit.
@@ -263,6 +266,43 @@ export class DockerWorld {
     }
     if (!(await this.running())) throw new TransportError(`${this.describe(user)}: the container stopped while the terminal was live`)
     throw new TransportError(`${this.describe(user)}: the terminal's attach stream closed but the exec still runs`)
+  }
+
+  /**
+   * True while the container's processes run: the engine says it runs AND a control channel as
+   * `user` answers a ping. Inspect alone is not enough: when a container is killed, the
+   * engine reports its execs' exits while it still shows the container Running (measured: 6 of
+   * 8 kills), so an exec that died with its container looked like a normal exit. A dead
+   * channel is replaced by a fresh exec, which cannot start or answer in a dying container.
+   */
+  async alive(user: string | undefined): Promise<boolean> {
+    if (!(await this.running())) return false
+    let settled = false
+    const answered = (async () => {
+      try {
+        await (await this.control(user)).request('ping')
+        return true
+      } catch {
+        return false
+      }
+    })()
+    // A fresh exec in a dying container may neither start nor fail until the engine catches
+    // up; meanwhile the engine's own state turning to stopped answers first.
+    const stopped = (async () => {
+      while (!settled) {
+        await delay(20)
+        if (!settled && !(await this.running())) return false
+      }
+      return true
+    })()
+    // Bounded: a container frozen between the checks (docker pause) never answers.
+    let timer: NodeJS.Timeout | undefined
+    const frozen = new Promise<'frozen'>(resolve => { timer = setTimeout(() => resolve('frozen'), ALIVE_PING_BOUND_MS) })
+    const result = await Promise.race([answered, stopped, frozen]).finally(() => {
+      settled = true
+      clearTimeout(timer)
+    })
+    return result === 'frozen' ? await this.running() : result
   }
 
   /** True while the container runs (false when stopped, paused, removed, or the engine is gone). */

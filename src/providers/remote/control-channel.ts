@@ -345,7 +345,9 @@ export class ControlChannel {
     this.failure = error
     for (const waiter of this.pending.values()) waiter.reject(error)
     this.pending.clear()
-    this.queue.clear()
+    // Not `this.queue.clear()`: p-queue drops cleared tasks without settling the promises
+    // `add()` returned, so a request queued behind the one in flight hung forever (and with it
+    // a terminate() waiting for in-flight probes). Queued tasks now run and reject at once.
     try {
       this.transport.stdin.end()
     } catch {

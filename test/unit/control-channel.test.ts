@@ -1,0 +1,51 @@
+/**
+ * The control channel's request queue when its program dies, run for real: control.sh over a
+ * local `sh -s`, the process stopped (SIGSTOP) so requests pile up, then killed. Every request,
+ * the one in flight AND the ones queued behind it, must reject with ControlChannelError; none may
+ * stay pending (a terminate() waits for in-flight probes, so one pending request hangs a close).
+ */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { describe, expect, it } from 'vitest'
+import { ControlChannel } from '../../src/providers/remote/control-channel.ts'
+import { ControlChannelError } from '../../src/providers/remote/errors.ts'
+import { settleState } from '../docker/helpers.ts'
+
+async function localChannel(): Promise<{ channel: ControlChannel; pid: number; exited: Promise<unknown> }> {
+  const child = spawn('sh', ['-s'], { stdio: ['pipe', 'pipe', 'ignore'] })
+  const exited = once(child, 'exit')
+  const channel = await ControlChannel.open({ stdin: child.stdin, stdout: child.stdout, close: () => { child.stdin.destroy() } }, 'local sh')
+  return { channel, pid: child.pid!, exited }
+}
+
+describe('ControlChannel when its program dies', () => {
+  it('rejects the in-flight request and every queued one with ControlChannelError', async () => {
+    const { channel, pid, exited } = await localChannel()
+    expect(await channel.request('ping')).toEqual(['ok', 'pong'])
+    process.kill(pid, 'SIGSTOP')
+    const requests = [channel.request('ping'), channel.stat(pid), channel.processTable(), channel.request('ping')]
+    // Stopped: nothing answers (a bounded look, not a timing assertion).
+    expect(await settleState(Promise.race(requests), 100)).toBe('pending')
+    process.kill(pid, 'SIGKILL')
+    await exited
+    const outcomes = await Promise.all(requests.map(request => settleState(request, 5_000)))
+    expect(outcomes).toEqual(['rejected', 'rejected', 'rejected', 'rejected'])
+    for (const request of requests) await expect(request).rejects.toBeInstanceOf(ControlChannelError)
+    expect(channel.alive).toBe(false)
+    await channel.closed
+    // Requests after the failure reject at once with the same typed error.
+    await expect(channel.request('ping')).rejects.toBeInstanceOf(ControlChannelError)
+  })
+
+  it('close(): queued requests reject, the program exits, and the channel reports closed', async () => {
+    const { channel, exited } = await localChannel()
+    const requests = [channel.request('ping'), channel.request('ping'), channel.request('ping')]
+    channel.close()
+    const outcomes = await Promise.all(requests.map(request => settleState(request, 5_000)))
+    // The first may have been answered before close; none may stay pending.
+    expect(outcomes.every(outcome => outcome !== 'pending')).toBe(true)
+    await exited
+    expect(channel.alive).toBe(false)
+    await expect(channel.request('ping')).rejects.toBeInstanceOf(ControlChannelError)
+  })
+})
