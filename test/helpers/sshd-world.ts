@@ -55,6 +55,11 @@ export interface SshdWorld {
   exec(argv: readonly string[]): Promise<{ stdout: string; exitCode: number }>
   /** `ps` rows (pid, user, args) of the container, excluding the ps itself. */
   processes(): Promise<{ pid: number; user: string; args: string }[]>
+  /**
+   * Everything running in the container besides its init, the start script and the sshd
+   * listeners: per-connection sshd processes, login sessions and whatever they started.
+   */
+  leftovers(): Promise<{ pid: number; user: string; args: string }[]>
   pause(): Promise<void>
   unpause(): Promise<void>
   stop(): Promise<void>
@@ -196,6 +201,12 @@ export async function startSshdWorld(specs: readonly SshdSpec[] = [{}], options:
     return { stdout: Buffer.concat(chunks).toString('utf8'), exitCode: info.ExitCode ?? -1 }
   }
 
+  const processesOf = async (): Promise<{ pid: number; user: string; args: string }[]> => {
+    const { stdout } = await exec(['ps', '-eo', 'pid=,user=,args='])
+    return stdout.split('\n').map(line => /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line)).flatMap(match => match === null ? [] : [{ pid: Number(match[1]), user: match[2]!, args: match[3]! }])
+      .filter(row => !row.args.startsWith('ps -eo'))
+  }
+
   return {
     containerId: container.id,
     ports,
@@ -206,10 +217,10 @@ export async function startSshdWorld(specs: readonly SshdSpec[] = [{}], options:
     password,
     dir,
     exec,
-    processes: async () => {
-      const { stdout } = await exec(['ps', '-eo', 'pid=,user=,args='])
-      return stdout.split('\n').map(line => /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line)).flatMap(match => match === null ? [] : [{ pid: Number(match[1]), user: match[2]!, args: match[3]! }])
-        .filter(row => !row.args.startsWith('ps -eo'))
+    processes: processesOf,
+    leftovers: async () => {
+      const rows = await processesOf()
+      return rows.filter(row => row.pid !== 1 && !row.args.includes('/etc/dsh-test/start.sh') && !row.args.includes('[listener]'))
     },
     pause: () => container.pause(),
     unpause: () => container.unpause(),
