@@ -104,10 +104,13 @@ remember() { # remember TASKDIR RESULT: store _MK -> RESULT for this thread
   eval "_MK_$_mt=\$_MK _MV_$_mt=\$2"
 }
 
-# waits PID: some thread of PID is blocked in read(0), or in select/pselect6, poll/ppoll or
-# epoll_wait/epoll_pwait with fd 0 among what it waits for. Unreadable means no.
+# waits PID TTY: PID's fd 0 is the terminal TTY (same file: `test -ef`, no fork) and some thread
+# of PID is blocked in read(0), or in select/pselect6, poll/ppoll or epoll_wait/epoll_pwait with
+# fd 0 among what it waits for. A pipeline stage reading a PIPE on fd 0 (`make | sort`) waits
+# for its producer, not for the user, so it never counts. Unreadable means no.
 waits() {
   _wp=$1
+  [ "/proc/$_wp/fd/0" -ef "$2" ] || return 1
   for _t in /proc/$_wp/task/*; do
     _n= _a0= _a1= _rest=
     { read -r _n _a0 _a1 _rest; } < "$_t/syscall" || [ -n "$_n" ] || continue
@@ -134,14 +137,14 @@ waits() {
 # fgwait SHELL TPGID: a member of process group TPGID waits on fd 0. Checks the group leader,
 # then walks the shell's descendants through the task children files (bounded).
 fgwait() {
-  _g=$2
-  if st "/proc/$_g/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_g"; then return 0; fi
+  _g=$2 _tty=/proc/$1/fd/0
+  if st "/proc/$_g/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_g" "$_tty"; then return 0; fi
   _q="$1 " _seen=0
   while [ -n "$_q" ] && [ "$_seen" -lt 1024 ]; do
     _p=${_q%%' '*}; _q=${_q#*' '}
     [ -n "$_p" ] || continue
     _seen=$((_seen + 1))
-    if [ "$_p" != "$_g" ] && st "/proc/$_p/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_p"; then return 0; fi
+    if [ "$_p" != "$_g" ] && st "/proc/$_p/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_p" "$_tty"; then return 0; fi
     for _cf in /proc/$_p/task/*/children; do
       _k=
       { read -r _k; } < "$_cf" || [ -n "$_k" ] || continue
