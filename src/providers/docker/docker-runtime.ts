@@ -9,7 +9,8 @@ import Docker from 'dockerode'
 import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
-import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
+import { InvalidArgumentError, WorldClosedError } from '../remote/errors.ts'
+import { RemoteProcessSet, RemoteStateDirectory, checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
 import { DockerWorld } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions } from '../../sandbox/docker-policy.ts'
@@ -64,9 +65,13 @@ export interface DockerRuntimeExtras {
  * scope terminates every terminal (proving quiescence), closes the control channels and, for a
  * managed container, removes it.
  *
- * Limits: `spawn` and `resolveExecutable` are not implemented yet and throw
- * {@link NotSupportedError}. Exit statuses come from ExecInspect, where the engine reports a
- * signal death as 128+N (the `signal` field is therefore always null).
+ * `spawn` runs a non-TTY exec with the process wrapper (remote/process.ts): the program in its
+ * own session, stdout and stderr demultiplexed, spills written by `tee` into a private state
+ * directory in the container (removed at disposal), the real wait status (signal names
+ * included) reported by the wrapper. `resolveExecutable` asks the control channel.
+ *
+ * Limits: a terminal's exit status comes from ExecInspect, where the engine reports a signal
+ * death as 128+N (the terminal's `signal` field is therefore always null).
  */
 export class DockerSubprocessRuntime extends SubprocessRuntime {
   /** How openWorld gets a same-world `ctx.sandbox` for this runtime (src/sandbox/docker-companion.ts). */
@@ -78,6 +83,8 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
   private readonly createOptions: Docker.ContainerCreateOptions | undefined
   private worldPromise: Promise<DockerWorld> | undefined
   private readonly terminals = new Set<RemoteTerminalHandle>()
+  private readonly processes = new RemoteProcessSet()
+  private readonly stateDir = new RemoteStateDirectory()
   private disposing = false
 
   /**
@@ -150,14 +157,53 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
     return handle
   }
 
-  /** Not implemented yet in the Docker world. @throws NotSupportedError always. */
-  spawn(_spec: SubprocessSpawnSpec): SubprocessHandle {
-    throw new NotSupportedError('DockerSubprocessRuntime.spawn is not supported yet; use spawnTerminal')
+  /**
+   * Start one process in the container (a non-TTY exec running the process wrapper; see
+   * remote/process.ts). Returns at once; `pid` is the remote pid once published (-1 before).
+   * @throws InvalidArgumentError for an invalid spec; Error when `spec.signal` already aborted;
+   *   WorldClosedError after disposal. Start failures (CwdNotFoundError,
+   *   ExecutableNotFoundError, TargetNotRunningError, ...) reject `done`.
+   */
+  spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
+    if (this.disposing) throw new WorldClosedError()
+    checkSpawnSpec(spec)
+    const user = this.config.user
+    let opened: DockerWorld | undefined
+    return this.processes.spawn({
+      spec,
+      where: this.describe(),
+      prepare: async () => {
+        const world = await this.world()
+        opened = world
+        const control = await world.control(user)
+        const ambient = this.ambient(world, control)
+        const stateDir = await this.stateDir.ensure(control, ambient)
+        return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
+      },
+      open: (script, options) => opened!.openProcess(script, user, options),
+      // Not just `running()`: a killed container still shows Running for a moment (see alive()).
+      worldEnded: async () => opened === undefined ? false : !(await opened.alive(user)),
+    })
   }
 
-  /** Not implemented yet in the Docker world. @throws NotSupportedError always. */
-  async resolveExecutable(_command: string, _env?: Readonly<Record<string, string>>, _signal?: AbortSignal): Promise<string> {
-    throw new NotSupportedError('DockerSubprocessRuntime.resolveExecutable is not supported yet')
+  /**
+   * Resolve an executable in the container, as the exec user: absolute paths verified, bare
+   * names searched in the container's PATH (its `Config.Env`, scrubbed) with `env.PATH` over
+   * it. One control request, no exec.
+   * @throws InvalidArgumentError for an empty or relative (`a/b`) command.
+   * @throws ExecutableNotFoundError when nothing executable matches.
+   */
+  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted()
+    const world = await this.world()
+    const control = await world.control(this.config.user)
+    const path = remoteChildEnv(this.ambient(world, control), env).PATH
+    return resolveRemoteExecutable(control, command, path, world.describe(this.config.user), signal)
+  }
+
+  /** The container's ambient environment for its user: `Config.Env` with the user's HOME. */
+  private ambient(world: DockerWorld, control: ControlChannel): Record<string, string> {
+    return { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
   }
 
   /**
@@ -168,9 +214,14 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
   async dispose(): Promise<void> {
     if (this.disposing) return
     this.disposing = true
-    const outcomes = await Promise.allSettled([...this.terminals].map(handle => handle.terminate()))
-    const failures = outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])
+    const [processFailures, outcomes] = await Promise.all([
+      this.processes.dispose(),
+      Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
+    ])
+    const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
     const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
+    // Spill files live in the world until it ends (a managed container goes with them anyway).
+    await this.stateDir.remove(await world?.control(this.config.user).catch(() => undefined))
     await world?.dispose()
     if (failures.length > 0) throw new AggregateError(failures, 'docker subprocess teardown failed')
   }

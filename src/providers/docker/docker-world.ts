@@ -26,7 +26,9 @@ import {
   TransportError,
   WorldClosedError,
 } from '../remote/errors.ts'
+import type { ProcessTransport } from '../remote/process.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
+import { demuxDockerStream } from './demux.ts'
 
 /** How long {@link DockerWorld.alive} waits for the control program's ping reply. */
 const ALIVE_PING_BOUND_MS = 5_000
@@ -196,19 +198,19 @@ export class DockerWorld {
    * @param cmd - exec argv (run without a shell by the engine).
    * @throws TargetNotRunningError when the container stopped; EngineUnavailableError when the engine is gone.
    */
-  async startExec(cmd: string[], options: { tty: boolean; user: string | undefined }): Promise<StartedExec> {
+  async startExec(cmd: string[], options: { tty: boolean; user: string | undefined; stdin?: boolean }): Promise<StartedExec> {
     if (this.disposed) throw new WorldClosedError()
     const container = this.docker.getContainer(this.containerId)
     try {
       const exec = await container.exec({
         Cmd: cmd,
-        AttachStdin: true,
+        AttachStdin: options.stdin ?? true,
         AttachStdout: true,
         AttachStderr: true,
         Tty: options.tty,
         ...(options.user !== undefined ? { User: options.user } : {}),
       })
-      const stream = await exec.start({ hijack: true, stdin: true, Tty: options.tty } as Docker.ExecStartOptions)
+      const stream = await exec.start({ hijack: true, stdin: options.stdin ?? true, Tty: options.tty } as Docker.ExecStartOptions)
       if ('setNoDelay' in stream && typeof stream.setNoDelay === 'function') stream.setNoDelay(true)
       return { exec, stream }
     } catch (error) {
@@ -238,6 +240,26 @@ export class DockerWorld {
       resize: async (rows, cols) => {
         await exec.resize({ h: rows, w: cols })
       },
+      exit: () => this.execOutcome(exec, user),
+      close: () => { stream.destroy() },
+    }
+  }
+
+  /**
+   * Start a non-TTY exec running `sh -c SCRIPT` as `user`, its multiplexed stream split into
+   * stdout and stderr (with backpressure, see demux.ts).
+   * @param options.stdin - attach stdin (`end()` on the returned stdin half-closes the socket,
+   *   which the engine turns into EOF on the process's stdin).
+   * @returns the transport the world-neutral process handle drives.
+   */
+  async openProcess(script: string, user: string | undefined, options: { stdin: boolean }): Promise<ProcessTransport> {
+    const { exec, stream } = await this.startExec(['/bin/sh', '-c', script], { tty: false, user, stdin: options.stdin })
+    const { stdout, stderr } = demuxDockerStream(stream)
+    stream.on('error', () => undefined)
+    return {
+      stdout,
+      stderr,
+      stdin: options.stdin ? stream : undefined,
       exit: () => this.execOutcome(exec, user),
       close: () => { stream.destroy() },
     }

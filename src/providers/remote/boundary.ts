@@ -44,10 +44,39 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
   const nonce = randomBytes(16).toString('hex')
   const path = env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
   const envWords = Object.entries(env).map(([name, value]) => shQuoteEnvEntry(name, value)).join(' ')
-  // The marker text is assembled by printf at run time, so the nonce never appears as one run
-  // of bytes in the script itself (a shell that echoed its command line could not forge it).
-  const marker = (kind: string, tail: string): string => `printf '\\n%s%s:${kind}:%s\\n' DSHB ${shQuote(nonce)} ${tail}`
+  const marker = markerCommand(nonce)
   const script = [
+    ...preflightLines(program, cwd, path, marker),
+    ...(size !== undefined && validSize(size.rows) && validSize(size.cols) ? [`stty rows ${size.rows} cols ${size.cols} 2>/dev/null`] : []),
+    `${marker('pid', '"$$"')}`,
+    `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
+  ].join('\n')
+  return { script, nonce }
+}
+
+/**
+ * A printf command that writes the boundary marker `\nDSHB<nonce>:KIND:TAIL\n` to stdout. The
+ * marker text is assembled by printf at run time, so the nonce never appears as one run of bytes
+ * in the script itself (a shell that echoed its command line could not forge it).
+ * @param nonce - the wrapper's nonce.
+ * @returns a function of the marker kind and its (already quoted/expanded) tail word.
+ */
+export function markerCommand(nonce: string): (kind: string, tail: string) => string {
+  return (kind, tail) => `printf '\\n%s%s:${kind}:%s\\n' DSHB ${shQuote(nonce)} ${tail}`
+}
+
+/**
+ * The wrapper's checks before anything starts, shared by the terminal and the process wrappers:
+ * enter `cwd` (else the `cwd` marker and exit 97), and find `program` as an executable FILE
+ * (else the `exe` marker and exit 127).
+ * @param program - argv[0]; searched in `path` when it has no `/`.
+ * @param cwd - absolute working directory.
+ * @param path - the PATH the program will be searched in (the child's).
+ * @param marker - see {@link markerCommand}.
+ * @returns script lines.
+ */
+export function preflightLines(program: string, cwd: string, path: string, marker: (kind: string, tail: string) => string): string[] {
+  return [
     `cd ${shQuote(cwd, 'cwd')} 2>/dev/null || { ${marker('cwd', '-')}; exit ${WRAPPER_EXIT.cwd}; }`,
     program.includes('/')
       ? `[ -f ${shQuote(program)} ] && [ -x ${shQuote(program)} ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`
@@ -57,11 +86,7 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
       // with parameter expansions (no IFS splitting, which zsh as an SSH login shell skips).
       : `_dshP=${shQuote(`${path}:`)} _dshX=1; while [ -n "$_dshP" ]; do _dshD=\${_dshP%%:*}; _dshP=\${_dshP#*:}; if [ -f "\${_dshD:-.}"/${shQuote(program)} ] && [ -x "\${_dshD:-.}"/${shQuote(program)} ]; then _dshX=0; break; fi; done
 [ "$_dshX" = 0 ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`,
-    ...(size !== undefined && validSize(size.rows) && validSize(size.cols) ? [`stty rows ${size.rows} cols ${size.cols} 2>/dev/null`] : []),
-    `${marker('pid', '"$$"')}`,
-    `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
-  ].join('\n')
-  return { script, nonce }
+  ]
 }
 
 function validSize(value: number): boolean {
@@ -71,8 +96,8 @@ function validSize(value: number): boolean {
 /** What {@link BoundaryScanner.push} found. */
 export type BoundaryEvent =
   | { kind: 'pending' }
-  | { kind: 'started'; pid: number; rest: Buffer }
-  | { kind: 'failed'; reason: 'cwd' | 'exe'; preamble: string }
+  | { kind: 'started'; pid: number; rest: Buffer; extra?: number[] }
+  | { kind: 'failed'; reason: 'cwd' | 'exe' | 'tool'; preamble: string }
 
 /**
  * Finds the wrapper's marker in the first bytes of terminal output. Everything up to and
@@ -90,7 +115,9 @@ export class BoundaryScanner {
    */
   constructor(nonce: string, maxBytes = 1 << 20) {
     this.maxBytes = maxBytes
-    this.pattern = new RegExp(`DSHB${nonce}:(pid|cwd|exe):(\\d+|-)\\r?\\n`)
+    // A `pid` marker may carry more numbers after the pid (`pid:PID,N,...`: the process
+    // wrapper publishes the start time and its own pid); `tool` reports a missing helper.
+    this.pattern = new RegExp(`DSHB${nonce}:(pid|cwd|exe|tool):(\\d+(?:,\\d+)*|-)\\r?\\n`)
   }
 
   /**
@@ -108,8 +135,12 @@ export class BoundaryScanner {
       return { kind: 'pending' }
     }
     const preamble = this.buffer.subarray(0, match.index).toString('utf8').trim()
-    if (match[1] === 'pid') return { kind: 'started', pid: Number(match[2]), rest: this.buffer.subarray(match.index + match[0].length) }
-    return { kind: 'failed', reason: match[1] as 'cwd' | 'exe', preamble }
+    if (match[1] === 'pid') {
+      const [pid, ...extra] = match[2]!.split(',').map(Number)
+      const rest = this.buffer.subarray(match.index + match[0].length)
+      return extra.length > 0 ? { kind: 'started', pid: pid!, rest, extra } : { kind: 'started', pid: pid!, rest }
+    }
+    return { kind: 'failed', reason: match[1] as 'cwd' | 'exe' | 'tool', preamble }
   }
 
   /** Bytes seen so far without a marker, for error messages. */

@@ -217,6 +217,63 @@ export class ControlChannel {
   }
 
   /**
+   * Send one request followed by raw lines (paths, names: any bytes but NUL and newline), which
+   * the operation reads itself; the count is appended to `args`.
+   * @throws InvalidArgumentError for a line holding NUL or a newline, or an unsafe token.
+   */
+  private requestLines(op: string, args: readonly (string | number)[], lines: readonly string[]): Promise<string[]> {
+    for (const line of lines) {
+      if (/[\0\n]/.test(line)) throw new InvalidArgumentError(`control request line holds NUL or a newline: ${JSON.stringify(line)}`)
+    }
+    const tokens = [op, ...args.map(String), String(lines.length)]
+    for (const token of tokens) {
+      if (!TOKEN.test(token)) throw new InvalidArgumentError(`control request token is not protocol-safe: ${JSON.stringify(token)}`)
+    }
+    return this.queue.add(async () => {
+      if (this.failure !== undefined) throw this.failure
+      const id = this.nextId++
+      const reply = Promise.withResolvers<string[]>()
+      this.pending.set(id, reply)
+      this.transport.stdin.write(Buffer.from(`${id} ${tokens.join(' ')}\n${lines.map(line => `${line}\n`).join('')}`, 'utf8'))
+      return reply.promise
+    }) as Promise<string[]>
+  }
+
+  /**
+   * The first of `candidates` that is a regular file the program's user may execute
+   * (`test -f` and `test -x`, as the user the world runs things as).
+   * @returns its index, or undefined when none is.
+   */
+  async firstExecutable(candidates: readonly string[]): Promise<number | undefined> {
+    if (candidates.length === 0) return undefined
+    const reply = await this.requestLines('which', [], candidates)
+    if (reply[0] === 'none') return undefined
+    if (reply[0] !== 'ok' || reply.length !== 2) throw this.unexpected('which', reply)
+    return Number(reply[1])
+  }
+
+  /**
+   * Create directories with mode 0700, as the program's user (parents must exist; an existing
+   * path fails, so a directory someone else prepared is never adopted).
+   * @throws ControlChannelError when `mkdir` fails.
+   */
+  async makePrivateDirs(paths: readonly string[]): Promise<void> {
+    const reply = await this.requestLines('mkprivate', [], paths)
+    if (reply[0] !== 'ok') throw new ControlChannelError(`cannot create ${paths.join(', ')} in the remote world`)
+  }
+
+  /**
+   * Remove paths recursively (`rm -rf`), as the program's user.
+   * @returns false when `rm` reported a failure.
+   */
+  async removePaths(paths: readonly string[]): Promise<boolean> {
+    if (paths.length === 0) return true
+    const reply = await this.requestLines('rmtree', [], paths)
+    if (reply[0] !== 'ok' && reply[0] !== 'err') throw this.unexpected('rmtree', reply)
+    return reply[0] === 'ok'
+  }
+
+  /**
    * The program's own initial environment (`/proc/PID/environ`): what the remote world gives
    * a process it starts (for SSH, the login's HOME, USER, LOGNAME, PATH, SHELL, ...).
    * Entries without `=` are skipped.

@@ -229,6 +229,25 @@ while IFS= read -r _req; do
         if live "$_p" "${_m#*:}" && ignterm "$_p"; then _o="$_o $_p:1"; else _o="$_o $_p:0"; fi
       done
       echo "$_id ok$_o" ;;
+    which)
+      # which N, then N raw lines (candidate paths) -> ok INDEX | none: the first candidate that
+      # is a regular file we may execute (builtin test only, no fork).
+      _n=$1 _i=0 _hit=
+      while [ "$_i" -lt "$_n" ]; do
+        IFS= read -r _l || break
+        if [ -z "$_hit" ] && [ -f "$_l" ] && [ -x "$_l" ]; then _hit=$_i; fi
+        _i=$((_i + 1))
+      done
+      if [ -n "$_hit" ]; then echo "$_id ok $_hit"; else echo "$_id none"; fi ;;
+    mkprivate|rmtree)
+      # mkprivate N / rmtree N, then N raw lines (absolute paths) -> ok | err: create each
+      # directory with mode 0700 (the last component must not exist: never adopt a directory
+      # someone else made), or remove each path recursively (one mkdir/rm fork).
+      _n=$1 _i=0
+      set --
+      while [ "$_i" -lt "$_n" ]; do IFS= read -r _l || break; set -- "$@" "$_l"; _i=$((_i + 1)); done
+      if [ "$_op" = mkprivate ]; then mkdir -m 700 -- "$@"; else rm -rf -- "$@"; fi </dev/null
+      if [ $? -eq 0 ]; then echo "$_id ok"; else echo "$_id err"; fi ;;
     *) echo "$_id err unknown-op" ;;
   esac
 done

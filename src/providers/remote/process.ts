@@ -1,0 +1,576 @@
+/**
+ * The world-neutral remote process: a {@link SubprocessHandle} over any non-PTY transport with
+ * separate stdout and stderr (a non-TTY Docker exec, demultiplexed; an SSH exec channel), plus
+ * the world's control channel for tree observation and teardown.
+ *
+ * The program runs under the process wrapper (process-wrapper.ts) in its own session; its pid
+ * (= process group = session id) arrives in the start marker on stdout, its wait status in the
+ * exit trailer on stderr. Both are stripped; every other byte reaches the caller exactly.
+ * @module dsh-remote-worlds/providers/remote/process
+ */
+import { randomBytes } from 'node:crypto'
+import { constants as osConstants } from 'node:os'
+import { PassThrough, type Readable, type Writable } from 'node:stream'
+import { setTimeout as delay } from 'node:timers/promises'
+import type {
+  SubprocessCollect,
+  SubprocessCollectedOutputs,
+  SubprocessHandle,
+  SubprocessOutcome,
+  SubprocessOutputMode,
+  SubprocessSpawnSpec,
+} from '@deepseek-ai/dsh-subprocess'
+import { BoundaryScanner } from './boundary.ts'
+import type { ControlChannel, ProcessIdentity } from './control-channel.ts'
+import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { RemoteOutputCollector } from './output.ts'
+import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
+import { sessionMembers, terminateSession } from './teardown.ts'
+
+/** The byte streams of one remote non-PTY process, as a world provides them. */
+export interface ProcessTransport {
+  /** The process's stdout bytes; ends when the remote side closed it (or the transport broke). */
+  readonly stdout: Readable
+  /** The process's stderr bytes, separately. */
+  readonly stderr: Readable
+  /** The process's stdin, when it was opened with `stdin: true`; `end()` closes it remotely. */
+  readonly stdin: Writable | undefined
+  /**
+   * The wrapper process's own exit facts, after both streams ended; used only when its exit
+   * trailer never arrived. Rejects with {@link TransportError} when the world broke.
+   */
+  exit(): Promise<SubprocessOutcome>
+  /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
+  close(): void
+}
+
+/** What a world prepares for one spawn (asynchronously, after `spawn()` returned). */
+export interface RemoteProcessWorld {
+  /** The complete environment of the program (world ambient env, scrubbed, then spec.env). */
+  env: Readonly<Record<string, string>>
+  /** Control channel running as the same uid as the process. */
+  control: ControlChannel
+  /** The world's private state directory (0700) for spills and status files, absolute. */
+  stateDir: string
+}
+
+/** What a world supplies to start one process. */
+export interface RemoteProcessStart {
+  /** The seam's spec. */
+  spec: SubprocessSpawnSpec
+  /** World description for messages, e.g. `docker container abc123 as agent`. */
+  where: string
+  /** Resolve the environment, control channel and state directory. */
+  prepare(): Promise<RemoteProcessWorld>
+  /** Start a non-PTY process running `sh -c SCRIPT`, with stdin attached or not. */
+  open(script: string, options: { stdin: boolean }): Promise<ProcessTransport>
+  /** True when the world can no longer run anything (a stopped container, a lost host). */
+  worldEnded(): Promise<boolean>
+  /** A fresh control channel when `control` died with its transport (SSH); optional. */
+  recoverControl?: (() => Promise<ControlChannel>) | undefined
+}
+
+/** The seam's collect disposition (anything that is not `pipe` or `inherit`). */
+function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
+  return mode !== 'pipe' && mode !== 'inherit'
+}
+
+/** Signal names by number, from this host's table (Linux numbering, the same on x86_64 and aarch64). */
+function signalName(number: number): NodeJS.Signals | undefined {
+  for (const [name, value] of Object.entries(osConstants.signals)) if (value === number) return name as NodeJS.Signals
+  return undefined
+}
+
+const TREE_POLL_MS = 20
+
+/**
+ * Map the exit trailer to exit facts. STATUS <= 128 is an exit code. Above, a report from the
+ * shell means death by signal STATUS-128; without one (SIGINT and SIGPIPE are never reported,
+ * nor is anything by shells that do not report), a status whose signal the handle delivered
+ * itself is that signal, and any other is the exit code the shell saw.
+ */
+export function outcomeOfTrailer(trailer: ExitTrailer, delivered: ReadonlySet<number>): SubprocessOutcome {
+  if (trailer.status <= 128) return { exitCode: trailer.status, signal: null }
+  const signal = signalName(trailer.status - 128)
+  if (signal !== undefined && (trailer.report.trim().length > 0 || delivered.has(trailer.status - 128))) return { exitCode: null, signal }
+  return { exitCode: trailer.status, signal: null }
+}
+
+/** One stream of a handle: where its bytes go. */
+interface OutputSink {
+  /** The caller's pipe, for `pipe`. */
+  pipe: PassThrough | undefined
+  /** The harness's own stream, for `inherit`. */
+  inherit: NodeJS.WriteStream | undefined
+  /** The collector, for collect mode. */
+  collector: RemoteOutputCollector | undefined
+}
+
+/**
+ * A live remote process. `spawn()` returns it at once; the remote start runs behind it.
+ * `pid` is -1 until the program published its pid (and stays -1 when the start failed).
+ */
+export class RemoteProcessHandle implements SubprocessHandle {
+  readonly stdin: Writable | undefined
+  readonly stdout: Readable | undefined
+  readonly stderr: Readable | undefined
+  readonly collected: SubprocessCollectedOutputs
+  readonly done: Promise<SubprocessOutcome>
+  /** The program's identity once published. */
+  identity: ProcessIdentity | undefined
+
+  private readonly start: RemoteProcessStart
+  private readonly spec: SubprocessSpawnSpec
+  private readonly out: OutputSink
+  private readonly err: OutputSink
+  private readonly stdinPipe: PassThrough | undefined
+  private control: ControlChannel | undefined
+  private transport: ProcessTransport | undefined
+  private remotePid = -1
+  /** The wrapper's own pid and identity (its helpers: tee, head). */
+  private wrapper: ProcessIdentity | undefined
+  private readonly startedGate = Promise.withResolvers<ProcessIdentity | undefined>()
+  private readonly tracked = new Map<string, ProcessIdentity>()
+  private readonly delivered = new Set<number>()
+  private settled = false
+  private terminationRequested = false
+  private termination: Promise<void> | undefined
+  private terminationFailure: Error | undefined
+  private treeGone = false
+  private spillCleanup: Promise<void> | undefined
+  private readonly onAbort = (): void => { this.terminate() }
+
+  /** @internal Use the runtime's `spawn`. */
+  constructor(start: RemoteProcessStart) {
+    this.start = start
+    this.spec = start.spec
+    const { stdio } = this.spec
+    this.out = this.sink(stdio.stdout, process.stdout)
+    this.err = this.sink(stdio.stderr, process.stderr)
+    this.stdout = this.out.pipe
+    this.stderr = this.err.pipe
+    this.collected = {
+      ...(this.out.collector !== undefined ? { stdout: this.out.collector } : {}),
+      ...(this.err.collector !== undefined ? { stderr: this.err.collector } : {}),
+    }
+    this.stdinPipe = stdio.stdin === 'pipe' ? new PassThrough() : undefined
+    this.stdin = this.stdinPipe
+    this.startedGate.promise.catch(() => undefined)
+    this.spec.signal?.addEventListener('abort', this.onAbort, { once: true })
+    this.done = this.run()
+    this.done.catch(() => undefined)
+  }
+
+  /** Remote pid of the program (its process group and session id); -1 before publication or after a failed start. */
+  get pid(): number {
+    return this.remotePid
+  }
+
+  /** Where this process's stream spills live. */
+  private spills: { stdout?: RemoteSpill | undefined; stderr?: RemoteSpill | undefined } = {}
+
+  private sink(mode: SubprocessOutputMode, inherit: NodeJS.WriteStream): OutputSink {
+    return {
+      pipe: mode === 'pipe' ? new PassThrough({ highWaterMark: 1 << 20 }) : undefined,
+      inherit: mode === 'inherit' ? inherit : undefined,
+      // The spill path is known once the world is prepared; the collector learns it then.
+      collector: isCollect(mode) ? new RemoteOutputCollector(mode.maxBytes, mode.spill?.maxBytes) : undefined,
+    }
+  }
+
+  private async run(): Promise<SubprocessOutcome> {
+    let world: RemoteProcessWorld
+    try {
+      world = await this.start.prepare()
+    } catch (error) {
+      this.startedGate.resolve(undefined)
+      this.finishStreams()
+      this.cleanupAbort()
+      throw error
+    }
+    this.control = world.control
+    const { stdio } = this.spec
+    const stamp = randomBytes(8).toString('hex')
+    const spillOf = (collector: RemoteOutputCollector | undefined, name: string): RemoteSpill | undefined => {
+      if (collector?.spillMaxBytes === undefined) return undefined
+      const spill = { path: `${world.stateDir}/${stamp}.${name}`, maxBytes: collector.spillMaxBytes }
+      collector.attachSpill(spill.path)
+      return spill
+    }
+    this.spills = { stdout: spillOf(this.out.collector, 'stdout'), stderr: spillOf(this.err.collector, 'stderr') }
+    if (this.terminationRequested) {
+      // Aborted before anything started in the world: nothing to stop (the E2B provider's outcome).
+      this.startedGate.resolve(undefined)
+      this.treeGone = true
+      return this.settle({ exitCode: null, signal: 'SIGTERM' })
+    }
+    let script: string
+    let nonce: string
+    try {
+      ;({ script, nonce } = buildProcessWrapper({
+        argv: this.spec.argv,
+        cwd: this.spec.cwd,
+        env: world.env,
+        stdin: stdio.stdin === 'ignore' ? 'ignore' : 'attached',
+        stdoutSpill: this.spills.stdout,
+        stderrSpill: this.spills.stderr,
+        statusFile: `${world.stateDir}/${stamp}.status`,
+      }))
+    } catch (error) {
+      this.startedGate.resolve(undefined)
+      this.finishStreams()
+      this.cleanupAbort()
+      throw error
+    }
+    let transport: ProcessTransport
+    try {
+      transport = await this.start.open(script, { stdin: stdio.stdin !== 'ignore' })
+    } catch (error) {
+      this.startedGate.resolve(undefined)
+      this.finishStreams()
+      this.cleanupAbort()
+      throw error
+    }
+    this.transport = transport
+    this.feedStdin(transport)
+    return this.observe(transport, nonce)
+  }
+
+  private feedStdin(transport: ProcessTransport): void {
+    const remote = transport.stdin
+    if (remote === undefined) return
+    remote.on('error', () => undefined)
+    const mode = this.spec.stdio.stdin
+    if (typeof mode === 'object') {
+      remote.end(Buffer.from(mode.data, 'utf8'))
+    } else if (this.stdinPipe !== undefined) {
+      this.stdinPipe.on('error', () => undefined)
+      this.stdinPipe.pipe(remote)
+    }
+  }
+
+  /** Follow the transport: marker, output, trailer, end. */
+  private async observe(transport: ProcessTransport, nonce: string): Promise<SubprocessOutcome> {
+    const scanner = new BoundaryScanner(nonce)
+    const trailerScanner = new TrailerScanner(nonce)
+    const where = this.start.where
+    const marker = Promise.withResolvers<{ pid: number; starttime: number; wrapper: number } | undefined>()
+    const trailer = Promise.withResolvers<ExitTrailer>()
+    let stdoutEnded = false
+    let stderrEnded = false
+    const ended = Promise.withResolvers<void>()
+    const checkEnded = (): void => { if (stdoutEnded && stderrEnded) ended.resolve() }
+    let started = false
+    let preamble = ''
+
+    transport.stdout.on('data', (chunk: Buffer) => {
+      if (started) { this.deliver(this.out, chunk, transport.stdout); return }
+      let event
+      try {
+        event = scanner.push(chunk)
+      } catch {
+        marker.reject(new SpawnFailedError(`process in ${where} printed no start marker: ${JSON.stringify(scanner.seen.slice(0, 500))}`))
+        return
+      }
+      if (event.kind === 'started') {
+        started = true
+        marker.resolve({ pid: event.pid, starttime: event.extra?.[0] ?? 0, wrapper: event.extra?.[1] ?? 0 })
+        if (event.rest.length > 0) this.deliver(this.out, event.rest, transport.stdout)
+      } else if (event.kind === 'failed') {
+        preamble = event.preamble
+        marker.reject(event.reason === 'cwd'
+          ? new CwdNotFoundError(this.spec.cwd, where)
+          : event.reason === 'exe'
+            ? new ExecutableNotFoundError(this.spec.argv[0]!, where)
+            : new SpawnFailedError(`cannot start a process in ${where}: \`setsid\` (util-linux or busybox) is not installed there`))
+      }
+    })
+    transport.stderr.on('data', (chunk: Buffer) => {
+      const bytes = trailerScanner.push(chunk)
+      if (trailerScanner.trailer !== undefined) trailer.resolve(trailerScanner.trailer)
+      if (bytes.length > 0) this.deliver(this.err, bytes, transport.stderr)
+    })
+    const onEnd = (which: 'stdout' | 'stderr') => (): void => {
+      if (which === 'stdout') stdoutEnded = true
+      else {
+        stderrEnded = true
+        const rest = trailerScanner.flush()
+        if (rest.length > 0) this.deliver(this.err, rest, transport.stderr)
+      }
+      checkEnded()
+    }
+    for (const [stream, which] of [[transport.stdout, 'stdout'], [transport.stderr, 'stderr']] as const) {
+      stream.once('end', onEnd(which))
+      stream.once('close', onEnd(which))
+      stream.once('error', onEnd(which))
+    }
+    marker.promise.catch(() => undefined)
+    ended.promise.then(() => marker.resolve(undefined), () => undefined)
+
+    // 1. The start marker (or a wrapper failure, or the end of both streams without it).
+    let published: { pid: number; starttime: number; wrapper: number } | undefined
+    try {
+      published = await marker.promise
+    } catch (error) {
+      this.startedGate.resolve(undefined)
+      await ended.promise
+      this.finishStreams()
+      transport.close()
+      this.cleanupAbort()
+      throw error
+    }
+    if (published === undefined) {
+      this.startedGate.resolve(undefined)
+      this.finishStreams()
+      transport.close()
+      this.cleanupAbort()
+      if (await this.start.worldEnded().catch(() => false)) throw new TransportError(`${where}: the world ended before the process started`)
+      const facts = await transport.exit().catch((error: unknown) => { throw error })
+      throw new SpawnFailedError(`process in ${where} ended before its start marker (wrapper exit ${facts.exitCode ?? facts.signal})${preamble.length > 0 ? `: ${preamble.slice(0, 500)}` : `: ${JSON.stringify(scanner.seen.slice(0, 500))}`}`)
+    }
+    this.remotePid = published.pid
+    let starttime = published.starttime
+    if (starttime === 0) starttime = (await this.control?.stat(published.pid).catch(() => undefined))?.starttime ?? 0
+    this.identity = { pid: published.pid, starttime }
+    this.remember([this.identity])
+    if (published.wrapper > 0) {
+      const stat = await this.control?.stat(published.wrapper).catch(() => undefined)
+      if (stat !== undefined) this.wrapper = { pid: published.wrapper, starttime: stat.starttime }
+    }
+    this.startedGate.resolve(this.identity)
+
+    // 2. The exit trailer, then the drain: both streams end, or graceMs passes.
+    const first = await Promise.race([trailer.promise.then(value => ({ kind: 'trailer' as const, value })), ended.promise.then(() => ({ kind: 'ended' as const }))])
+    let found: ExitTrailer | undefined = first.kind === 'trailer' ? first.value : trailerScanner.trailer
+    if (found !== undefined && first.kind === 'trailer') {
+      let timer: NodeJS.Timeout | undefined
+      const drained = await Promise.race([
+        ended.promise.then(() => true),
+        new Promise<boolean>(resolve => { timer = setTimeout(() => resolve(false), this.spec.graceMs) }),
+      ])
+      clearTimeout(timer)
+      if (!drained) {
+        // A descendant still holds a stream: the outcome does not wait for it (as locally).
+        this.out.collector?.invalidateSpill()
+        this.err.collector?.invalidateSpill()
+      }
+    }
+    found ??= trailerScanner.trailer
+    if (found !== undefined) return this.settle(outcomeOfTrailer(found, this.delivered))
+
+    // 3. Both streams ended without a trailer: the world broke, or the wrapper was killed.
+    if (await this.start.worldEnded().catch(() => false)) {
+      this.out.collector?.invalidateSpill()
+      this.err.collector?.invalidateSpill()
+      this.settled = true
+      this.finishStreams()
+      transport.close()
+      this.cleanupAbort()
+      throw new TransportError(`${where}: the world ended while the process was running`)
+    }
+    let facts: SubprocessOutcome
+    try {
+      facts = await transport.exit()
+    } catch (error) {
+      this.settled = true
+      this.finishStreams()
+      transport.close()
+      this.cleanupAbort()
+      throw error
+    }
+    this.out.collector?.invalidateSpill()
+    this.err.collector?.invalidateSpill()
+    return this.settle(facts)
+  }
+
+  /** Hand bytes to a stream's sink, holding the source while a pipe consumer is full. */
+  private deliver(sink: OutputSink, chunk: Buffer, source: Readable): void {
+    if (this.settled && sink.pipe === undefined) return
+    sink.collector?.push(chunk)
+    const target = sink.pipe ?? sink.inherit
+    if (target === undefined || target.destroyed) return
+    if (!target.write(chunk)) {
+      source.pause()
+      target.once('drain', () => source.resume())
+    }
+  }
+
+  private settle(outcome: SubprocessOutcome): SubprocessOutcome {
+    this.settled = true
+    this.cleanupAbort()
+    // Collected streams stop at settlement; a pipe the caller reads ends with the transport.
+    if (this.transport === undefined || (this.transport.stdout.readableEnded && this.transport.stderr.readableEnded)) this.finishStreams()
+    else {
+      const transport = this.transport
+      let open = 2
+      const one = (): void => { if (--open === 0) this.finishStreams() }
+      for (const stream of [transport.stdout, transport.stderr]) {
+        if (stream.readableEnded || stream.destroyed) one()
+        else { stream.once('end', one); stream.once('close', () => { if (open > 0) { open = 1; one() } }) }
+      }
+    }
+    this.spillCleanup = this.removeUselessSpills()
+    return outcome
+  }
+
+  private finished = false
+  private finishStreams(): void {
+    if (this.finished) return
+    this.finished = true
+    this.out.pipe?.end()
+    this.err.pipe?.end()
+  }
+
+  private cleanupAbort(): void {
+    this.spec.signal?.removeEventListener('abort', this.onAbort)
+  }
+
+  /** Remove spill files that hold nothing the caller can use (no overflow, over the cap, cut). */
+  private async removeUselessSpills(): Promise<void> {
+    // An empty stream's spill was removed by the wrapper itself.
+    const paths: string[] = []
+    for (const [spill, collector] of [[this.spills.stdout, this.out.collector], [this.spills.stderr, this.err.collector]] as const) {
+      if (spill !== undefined && collector !== undefined && collector.spillDisposable && collector.size > 0) paths.push(spill.path)
+    }
+    if (paths.length === 0 || this.control === undefined) return
+    await this.control.removePaths(paths).catch(() => undefined)
+  }
+
+  /** Settles when unneeded spill files were removed (the runtime awaits it at disposal). */
+  get spillsSettled(): Promise<void> {
+    return this.spillCleanup ?? Promise.resolve()
+  }
+
+  private remember(members: readonly ProcessIdentity[]): void {
+    for (const member of members) this.tracked.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
+  }
+
+  /**
+   * Begin the SIGTERM -> graceMs -> SIGKILL escalation on the process tree (the program's
+   * session and every descendant, through the control channel). Idempotent; a no-op once the
+   * tree is gone; also triggered by the spec's abort signal. A failure surfaces from
+   * {@link waitForExit}.
+   */
+  terminate(): void {
+    if (this.treeGone || this.termination !== undefined) return
+    this.terminationRequested = true
+    this.terminationFailure = undefined
+    const attempt = this.terminateOnce()
+    this.termination = attempt
+    attempt.then(() => undefined, (error: unknown) => {
+      this.terminationFailure = error instanceof Error ? error : new Error(String(error))
+      this.termination = undefined
+    })
+  }
+
+  private async terminateOnce(): Promise<void> {
+    const identity = await this.startedGate.promise
+    if (identity === undefined) {
+      // Nothing was published: a start still opening ends by itself (it sees the request), a
+      // failed one left nothing behind.
+      this.transport?.close()
+      this.treeGone = true
+      return
+    }
+    const graceMs = this.spec.graceMs
+    const ladder = async (control: ControlChannel): Promise<void> => {
+      this.delivered.add(osConstants.signals.SIGTERM)
+      const signalled = await terminateSession(control, identity, { graceMs, tracked: [...this.tracked.values()] })
+      this.remember(signalled)
+      // terminateSession escalates to KILL when TERM did not end everything; a status of 137
+      // after our ladder is that KILL.
+      this.delivered.add(osConstants.signals.SIGKILL)
+      await this.stopHelpers(control)
+    }
+    try {
+      await ladder(this.control!)
+    } catch (error) {
+      if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
+      let failure: unknown = error
+      if (this.start.recoverControl !== undefined) {
+        try {
+          this.control = await this.start.recoverControl()
+          await ladder(this.control)
+          failure = undefined
+        } catch (recoveryError) {
+          failure = recoveryError
+        }
+      }
+      if (failure !== undefined && !await this.start.worldEnded().catch(() => false)) throw failure
+    }
+    this.treeGone = true
+    // The program is gone; give the transport a bounded moment to deliver the trailer.
+    await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    if (!this.settled) this.transport?.close()
+  }
+
+  /**
+   * The wrapper and its helpers (`tee`, `head`) end by themselves once the program's streams
+   * close; wait for that (bounded by graceMs), then stop whatever lingers (a `tee` blocked on a
+   * transport nobody reads).
+   */
+  private async stopHelpers(control: ControlChannel): Promise<void> {
+    const wrapper = this.wrapper
+    if (wrapper === undefined) return
+    const deadline = Date.now() + this.spec.graceMs
+    while (sessionMembers(await control.processTable(), wrapper).length > 0) {
+      if (Date.now() >= deadline) {
+        await terminateSession(control, wrapper, { graceMs: this.spec.graceMs })
+        return
+      }
+      await delay(TREE_POLL_MS)
+    }
+  }
+
+  /**
+   * Wait until the whole remote tree has exited: the program's session, its descendants (also
+   * those that left the session while their parent lived), and the wrapper's helpers.
+   * @param signal - optional bound for the wait.
+   * @returns true when the tree exited, false when `signal` aborted first.
+   * @throws the termination failure (e.g. CleanupFailedError) when a terminate attempt failed.
+   */
+  async waitForExit(signal?: AbortSignal): Promise<boolean> {
+    if (this.treeGone) return true
+    if (signal?.aborted === true) return false
+    const aborted = new Promise<false>(resolve => signal?.addEventListener('abort', () => resolve(false), { once: true }))
+    const identity = await Promise.race([this.startedGate.promise, aborted])
+    if (identity === false) return false
+    if (identity === undefined) {
+      // No publication: the start failed (its transport ended) or was cancelled before it ran.
+      const finished = await Promise.race([this.done.then(() => true, () => true), aborted])
+      if (!finished) return false
+      this.treeGone = true
+      return true
+    }
+    for (;;) {
+      if (this.terminationFailure !== undefined) throw this.terminationFailure
+      if (this.treeGone) return true
+      let alive: boolean
+      try {
+        alive = await this.treeAlive(identity)
+      } catch (error) {
+        if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
+        if (await this.start.worldEnded().catch(() => false)) { this.treeGone = true; return true }
+        if (this.start.recoverControl === undefined) throw error
+        this.control = await this.start.recoverControl()
+        continue
+      }
+      if (!alive) {
+        this.treeGone = true
+        if (this.settled && this.transport !== undefined && !this.finished) this.transport.close()
+        await this.spillsSettled
+        return true
+      }
+      const tick = await Promise.race([delay(TREE_POLL_MS).then(() => true), aborted])
+      if (!tick) return false
+    }
+  }
+
+  private async treeAlive(identity: ProcessIdentity): Promise<boolean> {
+    const table = await this.control!.processTable()
+    const members = sessionMembers(table, identity, [...this.tracked.values()])
+    this.remember(members)
+    if (members.length > 0) return true
+    return this.wrapper !== undefined && sessionMembers(table, this.wrapper).length > 0
+  }
+}
