@@ -1,0 +1,148 @@
+/**
+ * The process wrapper (process-wrapper.ts), its trailer scanner, the exit-fact mapping and the
+ * output collector. The wrapper is also run for real by this machine's `sh -c`, so the marker
+ * and trailer the scanners expect are the ones the script prints.
+ */
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { BoundaryScanner } from '../../src/providers/remote/boundary.ts'
+import { RemoteOutputCollector } from '../../src/providers/remote/output.ts'
+import { outcomeOfTrailer } from '../../src/providers/remote/process.ts'
+import { TrailerScanner, buildProcessWrapper, type ProcessWrapperOptions } from '../../src/providers/remote/process-wrapper.ts'
+
+const NONCE = '0123456789abcdef0123456789abcdef'
+const dir = mkdtempSync(join(tmpdir(), 'dsh-wrapper-test-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+describe('TrailerScanner', () => {
+  const trailer = Buffer.from(`DSHE${NONCE}:143:Terminated\n`, 'latin1')
+  const before = Buffer.from([0x65, 0x72, 0x72, 0x0a, 0xe4, 0xb8])
+  const after = Buffer.from([0x96, 0x00, 0xff, 0x44, 0x53, 0x48])
+
+  it('removes the trailer exactly, wherever the chunks split, and keeps every other byte', () => {
+    const all = Buffer.concat([before, trailer, after])
+    for (let a = 0; a <= all.length; a++) {
+      for (const b of [a, Math.min(all.length, a + 7), all.length]) {
+        const scanner = new TrailerScanner(NONCE)
+        const out = Buffer.concat([scanner.push(all.subarray(0, a)), scanner.push(all.subarray(a, b)), scanner.push(all.subarray(b)), scanner.flush()])
+        expect(out.equals(Buffer.concat([before, after]))).toBe(true)
+        expect(scanner.trailer).toEqual({ status: 143, report: 'Terminated' })
+      }
+    }
+  })
+
+  it('hands back a held partial prefix that never completed, and ignores another nonce', () => {
+    const scanner = new TrailerScanner(NONCE)
+    expect(scanner.push(Buffer.from('abcDSHE0123')).toString()).toBe('abc')
+    expect(scanner.flush().toString()).toBe('DSHE0123')
+    const other = new TrailerScanner(NONCE)
+    const forged = Buffer.from('DSHEffffffffffffffffffffffffffffffff:0:\n')
+    expect(other.push(forged).equals(forged)).toBe(true)
+    expect(other.trailer).toBeUndefined()
+  })
+})
+
+describe('outcomeOfTrailer', () => {
+  it('maps the status and the shell report to exit facts', () => {
+    const none = new Set<number>()
+    expect(outcomeOfTrailer({ status: 0, report: '' }, none)).toEqual({ exitCode: 0, signal: null })
+    expect(outcomeOfTrailer({ status: 128, report: '' }, none)).toEqual({ exitCode: 128, signal: null })
+    expect(outcomeOfTrailer({ status: 137, report: 'Killed' }, none)).toEqual({ exitCode: null, signal: 'SIGKILL' })
+    expect(outcomeOfTrailer({ status: 139, report: 'Segmentation fault (core dumped)' }, none)).toEqual({ exitCode: null, signal: 'SIGSEGV' })
+    expect(outcomeOfTrailer({ status: 137, report: '' }, none)).toEqual({ exitCode: 137, signal: null })
+    // No report (SIGINT/SIGPIPE, or a shell that reports nothing): the handle's own delivery decides.
+    expect(outcomeOfTrailer({ status: 143, report: '' }, new Set([15]))).toEqual({ exitCode: null, signal: 'SIGTERM' })
+    expect(outcomeOfTrailer({ status: 255, report: 'x' }, none)).toEqual({ exitCode: 255, signal: null })
+  })
+})
+
+describe('RemoteOutputCollector', () => {
+  it('keeps the tail, reads by offset without consuming, and advertises the spill only when it is whole and needed', () => {
+    const collector = new RemoteOutputCollector(4, 10)
+    collector.attachSpill('/tmp/s')
+    collector.push(Buffer.from('abc'))
+    expect(collector.readFrom(0)).toEqual({ text: 'abc', nextOffset: 3, lossy: false })
+    expect(collector.spillDisposable).toBe(true)
+    collector.push(Buffer.from('defg'))
+    expect(collector.readFrom(0)).toEqual({ text: 'defg', nextOffset: 7, lossy: true, spillPath: '/tmp/s' })
+    expect(collector.readFrom(5)).toEqual({ text: 'fg', nextOffset: 7, lossy: false, spillPath: '/tmp/s' })
+    expect(collector.spillDisposable).toBe(false)
+    collector.push(Buffer.from('hijk'))
+    expect(collector.readFrom(0)).toEqual({ text: 'hijk', nextOffset: 11, lossy: true })
+    expect(collector.spillDisposable).toBe(true)
+    const cut = new RemoteOutputCollector(1, 100)
+    cut.attachSpill('/tmp/c')
+    cut.push(Buffer.from('xy'))
+    cut.invalidateSpill()
+    expect(cut.readFrom(0)).toEqual({ text: 'y', nextOffset: 2, lossy: true })
+  })
+})
+
+/** Run a wrapper with this machine's sh; returns raw stdout and stderr. */
+async function runLocally(options: Omit<ProcessWrapperOptions, 'statusFile'>, stdin?: string): Promise<{ stdout: Buffer; stderr: Buffer; nonce: string }> {
+  const wrapper = buildProcessWrapper({ ...options, statusFile: join(dir, `status-${Math.random()}`) })
+  const child = spawn('sh', ['-c', wrapper.script], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
+  if (stdin !== undefined) child.stdin!.end(stdin)
+  const out: Buffer[] = []
+  const err: Buffer[] = []
+  child.stdout!.on('data', (chunk: Buffer) => out.push(chunk))
+  child.stderr!.on('data', (chunk: Buffer) => err.push(chunk))
+  await new Promise(resolve => child.once('close', resolve))
+  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err), nonce: wrapper.nonce }
+}
+
+function strip(run: { stdout: Buffer; stderr: Buffer; nonce: string }): { pid: number; extra: number[] | undefined; stdout: string; stderr: string; trailer: unknown } {
+  const event = new BoundaryScanner(run.nonce).push(run.stdout)
+  if (event.kind !== 'started') throw new Error(`no start marker: ${JSON.stringify(event)}`)
+  const scanner = new TrailerScanner(run.nonce)
+  const stderr = Buffer.concat([scanner.push(run.stderr), scanner.flush()])
+  return { pid: event.pid, extra: event.extra, stdout: event.rest.toString('utf8'), stderr: stderr.toString('utf8'), trailer: scanner.trailer }
+}
+
+describe('buildProcessWrapper, run by a real sh', () => {
+  const env = { PATH: '/usr/bin:/bin', ONLY: 'this' }
+
+  it('publishes pid, start time and wrapper pid; the program gets exactly env and its own session', async () => {
+    const run = strip(await runLocally({ argv: ['sh', '-c', 'env; read -r _ _ _ _ pg sid _ </proc/$$/stat; echo "$$ $pg $sid"; echo e >&2; exit 3'], cwd: dir, env, stdin: 'ignore' }))
+    const [envText, ids] = [run.stdout.split('\n').slice(0, -2).join('\n'), run.stdout.split('\n').at(-2)]
+    // (PWD is the inner sh's own.)
+    expect(envText.split('\n').sort()).toEqual(['ONLY=this', 'PATH=/usr/bin:/bin', `PWD=${dir}`])
+    expect(ids).toBe(`${run.pid} ${run.pid} ${run.pid}`)
+    expect(run.extra).toHaveLength(2)
+    expect(run.extra![0]).toBeGreaterThan(0)
+    expect(run.stderr).toBe('e\n')
+    expect(run.trailer).toEqual({ status: 3, report: '' })
+  })
+
+  it('reports a death by signal with the shell report, and keeps stdin', async () => {
+    const killed = strip(await runLocally({ argv: ['sh', '-c', 'kill -TERM $$'], cwd: dir, env, stdin: 'ignore' }))
+    expect(killed.trailer).toEqual({ status: 143, report: 'Terminated' })
+    expect(killed.stderr).toBe('')
+    const cat = strip(await runLocally({ argv: ['cat'], cwd: dir, env, stdin: 'attached' }, 'in\u00e9'))
+    expect(cat.stdout).toBe('in\u00e9')
+  })
+
+  it('tees collected streams into capped spill files and removes the status file and empty spills', async () => {
+    const stdoutSpill = { path: join(dir, 'out.spill'), maxBytes: 5 }
+    const stderrSpill = { path: join(dir, 'err.spill'), maxBytes: 100 }
+    const run = strip(await runLocally({ argv: ['sh', '-c', 'printf 0123456789; printf oops >&2'], cwd: dir, env, stdin: 'ignore', stdoutSpill, stderrSpill }))
+    expect([run.stdout, run.stderr]).toEqual(['0123456789', 'oops'])
+    expect(readFileSync(stdoutSpill.path, 'utf8')).toBe('01234')
+    expect(readFileSync(stderrSpill.path, 'utf8')).toBe('oops')
+    const empty = { path: join(dir, 'empty.spill'), maxBytes: 100 }
+    strip(await runLocally({ argv: ['true'], cwd: dir, env, stdin: 'ignore', stderrSpill: empty }))
+    expect(existsSync(empty.path)).toBe(false)
+    expect(readdirSync(dir).filter(name => name.startsWith('status-'))).toEqual([])
+    expect(statSync(stdoutSpill.path).size).toBe(5)
+  })
+
+  it('fails with the cwd and exe markers before anything starts', async () => {
+    const cwd = await runLocally({ argv: ['true'], cwd: join(dir, 'missing'), env, stdin: 'ignore' })
+    expect(new BoundaryScanner(cwd.nonce).push(cwd.stdout)).toMatchObject({ kind: 'failed', reason: 'cwd' })
+    const exe = await runLocally({ argv: ['no-such-program-xyz'], cwd: dir, env, stdin: 'ignore' })
+    expect(new BoundaryScanner(exe.nonce).push(exe.stdout)).toMatchObject({ kind: 'failed', reason: 'exe' })
+  })
+})
