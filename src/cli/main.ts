@@ -12,6 +12,7 @@
 import { readFile } from 'node:fs/promises'
 import { Command, Option } from 'commander'
 import { runDemo } from './demo.ts'
+import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
 import { diagnose, formatChecks } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
@@ -27,6 +28,8 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--known-hosts <file>', 'SSH known_hosts file (default ~/.ssh/known_hosts); unknown host keys are refused'))
     .addOption(new Option('--user <user>', 'remote user (exec user in Docker, login user over SSH)'))
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
+    .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
+    .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--ssh'))
 }
 
 async function readScript(source: string): Promise<string> {
@@ -56,7 +59,7 @@ targetOptions(program.command('shell'))
     process.stderr.write(`opening ${target.description} ...\n`)
     const world = await openTarget(target)
     try {
-      const terminal = await world.open()
+      const terminal = await world.open({ cwd: target.cwd })
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
       await terminal.close()
       if (typeof status === 'number') process.exitCode = status
@@ -74,7 +77,7 @@ targetOptions(program.command('run'))
     const target = resolveTarget(flags)
     const world = await openTarget(target)
     try {
-      const terminal = await world.open()
+      const terminal = await world.open({ cwd: target.cwd })
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
       let i = 0
@@ -100,8 +103,11 @@ targetOptions(program.command('doctor'))
     const target = resolveTarget(flags)
     const world = await openTarget(target)
     try {
-      const checks = await diagnose(world, target.world.workspaceRoot)
-      process.stdout.write(`${flags.json === true ? JSON.stringify({ target: target.description, checks }, null, 2) : formatChecks(target.description, checks)}\n`)
+      const checks = await diagnose(world, target.cwd)
+      const sandbox = sandboxReportOf(world.ctx)
+      process.stdout.write(`${flags.json === true
+        ? JSON.stringify({ target: target.description, checks, sandbox }, null, 2)
+        : [formatChecks(target.description, checks), ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)])].join('\n')}\n`)
       process.exitCode = checks.every(check => check.ok) ? 0 : 1
     } finally {
       await world.dispose()

@@ -3,6 +3,8 @@
  * @module dsh-remote-worlds/cli/target
  */
 import { execFile } from 'node:child_process'
+import { statSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
@@ -14,6 +16,9 @@ import { parseSshTarget } from '../providers/ssh/target.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
+
+/** Where a managed container mounts a host workspace folder given with --workspace. */
+export const MANAGED_WORKSPACE = '/workspace'
 
 /** Target flags shared by every command. */
 export interface TargetFlags {
@@ -27,6 +32,13 @@ export interface TargetFlags {
   knownHosts?: string
   user?: string
   cwd?: string
+  /** Sandbox mode (default danger-full-access). */
+  mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
+  /**
+   * Workspace: for a managed container a HOST folder, bind-mounted at /workspace; for an
+   * attached container or an SSH host, a path in that world.
+   */
+  workspace?: string
 }
 
 /** A runtime that can hand out its control channel (both worlds implement this). */
@@ -41,6 +53,8 @@ export interface Target {
   description: string
   /** openWorld options (without terminal tuning). */
   world: OpenWorldOptions<unknown>
+  /** Working directory of new terminals in the remote world. */
+  cwd: string
   /** Make sure what the target needs locally exists (engine, image); no-op when nothing to do. */
   prepare(): Promise<void>
 }
@@ -70,7 +84,10 @@ export function resolveTarget(flags: TargetFlags): Target {
   if ([flags.docker, flags.image, flags.ssh].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE or --ssh [USER@]HOST[:PORT]')
   if (flags.ssh === undefined && (flags.identity !== undefined || flags.knownHosts !== undefined)) throw new InvalidArgumentError('--identity and --known-hosts apply to --ssh targets only')
   const user = flags.user
-  const suffix = user === undefined ? '' : ` as ${user}`
+  const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
+  const mode = flags.mode === undefined ? {} : { mode: flags.mode }
+  /** The workspace in the remote world: --workspace, else --cwd, else the user's usual place. */
+  const remoteWorkspace = (login: string | undefined): string => flags.workspace ?? flags.cwd ?? (login === 'root' || login === '0' || (login === undefined && (flags.mode ?? 'danger-full-access') === 'danger-full-access') ? '/root' : '/tmp')
   if (flags.ssh !== undefined) {
     const login = user ?? parseSshTarget(flags.ssh).user
     return {
@@ -83,23 +100,39 @@ export function resolveTarget(flags: TargetFlags): Target {
           ...(flags.identity !== undefined ? { identity: flags.identity } : {}),
           ...(flags.knownHosts !== undefined ? { knownHosts: flags.knownHosts } : {}),
         },
-        workspaceRoot: flags.cwd ?? (login === 'root' ? '/root' : '/tmp'),
+        workspaceRoot: remoteWorkspace(login),
+        ...mode,
       },
+      cwd: flags.cwd ?? remoteWorkspace(login),
       prepare: async () => {},
     }
   }
-  const workspaceRoot = flags.cwd ?? (user === undefined || user === 'root' || user === '0' ? '/root' : '/tmp')
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,
-      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}) }, workspaceRoot },
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}) }, workspaceRoot: remoteWorkspace(user), ...mode },
+      cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
     }
   }
   const image = flags.image ?? DEFAULT_IMAGE
+  // A managed container mounts a host workspace folder at /workspace. Without --user, a
+  // confined shell runs as the folder's owner when that is not root, so workspace-write can
+  // write there (the sandbox never runs confined work as root).
+  if (flags.workspace !== undefined && user === undefined && (flags.mode ?? 'danger-full-access') !== 'danger-full-access') {
+    const owner = statSync(flags.workspace)
+    if (owner.uid !== 0) return resolveTarget({ ...flags, user: `${owner.uid}:${owner.gid}` })
+  }
+  const workspaceRoot = flags.workspace !== undefined ? MANAGED_WORKSPACE : remoteWorkspace(user)
   return {
-    description: `managed container from ${image}${suffix}`,
-    world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { image, ...(user !== undefined ? { user } : {}) }, workspaceRoot },
+    description: `managed container from ${image}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} at ${MANAGED_WORKSPACE}` : ''}`,
+    world: {
+      runtime: DockerSubprocessRuntime as never,
+      runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}) },
+      workspaceRoot,
+      ...mode,
+    },
+    cwd: flags.cwd ?? workspaceRoot,
     prepare: () => image === DEFAULT_IMAGE ? ensureDockerWorld(image) : Promise.resolve(),
   }
 }
