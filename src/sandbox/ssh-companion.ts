@@ -8,7 +8,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'
 import type { SshWorld } from '../providers/ssh/ssh-world.ts'
-import { InvalidArgumentError, TransportError } from '../providers/remote/errors.ts'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { BubblewrapSandboxProvider, probeBwrap, type RemoteRunResult } from './bwrap.ts'
 import { announceSandbox, type SandboxCompanion } from './companion.ts'
 
@@ -18,31 +18,12 @@ interface SshRuntimeLike {
 }
 
 /**
- * Run a POSIX sh script on the SSH host as the login user over a non-PTY exec channel (a pool
- * slot is held while it runs, so MaxSessions accounting stays right).
+ * Run a POSIX sh script on the SSH host as the login user over a non-PTY exec channel (the
+ * pool's {@link SshWorld.run}: a slot is held while it runs, and a channel the server refuses
+ * for MaxSessions is retried on another connection).
  */
-export async function sshRun(world: SshWorld, script: string): Promise<RemoteRunResult> {
-  const lease = await world.lease()
-  try {
-    return await new Promise<RemoteRunResult>((resolve, reject) => {
-      try {
-        lease.connection.client.exec(script, (error, channel) => {
-          if (error) { reject(new TransportError(`${world.describe()}: cannot open a session channel: ${error.message}`, { cause: error })); return }
-          const stdout: Buffer[] = []
-          const stderr: Buffer[] = []
-          let exitCode: number | null = null
-          channel.on('data', (chunk: Buffer) => stdout.push(chunk))
-          channel.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
-          channel.once('exit', (code: number | null) => { exitCode = code })
-          channel.once('close', () => resolve({ exitCode, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') }))
-        })
-      } catch (error) {
-        reject(new TransportError(`${world.describe()}: the connection is closed: ${(error as Error).message}`, { cause: error }))
-      }
-    })
-  } finally {
-    lease.release()
-  }
+export function sshRun(world: SshWorld, script: string): Promise<RemoteRunResult> {
+  return world.run(script)
 }
 
 /**

@@ -16,7 +16,7 @@ import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../re
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
-import { ChannelRefusedError, SshWorld } from './ssh-world.ts'
+import { SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
 import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
@@ -143,27 +143,18 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     if (this.disposing) throw new WorldClosedError()
     spec.signal?.throwIfAborted()
     const world = await this.world()
-    let handle: RemoteTerminalHandle | undefined
-    // A refused channel (the server's MaxSessions) moves the terminal to another connection.
-    for (let attempt = 0; handle === undefined; attempt += 1) {
-      const lease = await world.lease()
-      const connection = lease.connection
-      try {
-        handle = await startRemoteTerminal({
-          spec,
-          env: remoteChildEnv(connection.ambientEnv, spec.env),
-          control: connection.control,
-          where: world.describe(),
-          open: script => lease.openTerminal(script, spec.rows, spec.cols),
-          worldEnded: async () => false,
-          recoverControl: () => world.control(),
-          onTerminated: terminated => { this.terminals.delete(terminated) },
-        })
-      } catch (error) {
-        lease.release()
-        if (!(error instanceof ChannelRefusedError) || attempt >= 8) throw error
-      }
-    }
+    // The terminal uses the control channel of the connection its PTY channel is on (one failure
+    // domain); a refused channel (the server's MaxSessions) moves it to another connection.
+    const handle = await world.withSlot(lease => startRemoteTerminal({
+      spec,
+      env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
+      control: lease.connection.control,
+      where: world.describe(),
+      open: script => lease.openTerminal(script, spec.rows, spec.cols),
+      worldEnded: async () => false,
+      recoverControl: () => world.control(),
+      onTerminated: terminated => { this.terminals.delete(terminated) },
+    }))
     if (this.disposing) {
       await handle.terminate()
       throw new WorldClosedError()

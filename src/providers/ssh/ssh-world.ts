@@ -51,6 +51,8 @@ export interface SshPoolStats {
   terminalChannels: number
   /** Connections opened since the world was created. */
   opened: number
+  /** Session channels per connection in use now (configured, or lower as learned from the server). */
+  maxSessions: number
 }
 
 /**
@@ -155,15 +157,28 @@ function exec(client: Client, command: string, pty: { rows: number; cols: number
 interface PoolEntry {
   ready: Promise<SshConnection>
   connection: SshConnection | undefined
-  /** Terminal slots reserved or open on this connection. */
+  /** Slots reserved or holding an open channel on this connection (the control channel not counted). */
   used: number
+  /** Session channels open on this connection, the control channel included. */
+  openChannels: number
+  /** Channel opens sent and not answered yet. */
+  opening: number
   /** The server refused a channel; cleared when one of this connection's channels closes. */
   saturated: boolean
+  /** When a channel of this connection last closed (performance.now() ms). */
+  lastCloseAt: number
   dead: boolean
   idleTimer: NodeJS.Timeout | undefined
 }
 
-/** A reserved terminal slot on one connection. */
+/** Result of {@link SshWorld.run}. */
+export interface SshRunResult {
+  exitCode: number | null
+  stdout: string
+  stderr: string
+}
+
+/** A reserved channel slot on one connection. */
 export interface SshLease {
   readonly connection: SshConnection
   /**
@@ -172,9 +187,19 @@ export interface SshLease {
    * @throws ChannelRefusedError when the server's MaxSessions is reached on this connection.
    */
   openTerminal(script: string, rows: number, cols: number): Promise<TerminalTransport>
+  /**
+   * Open a non-PTY exec channel running `command`; the slot is released when it closes.
+   * @throws ChannelRefusedError when the server's MaxSessions is reached on this connection.
+   */
+  exec(command: string): Promise<ClientChannel>
   /** Give the slot back if no channel was opened on it. Idempotent. */
   release(): void
 }
+
+/** Slot attempts of {@link SshWorld.withSlot} before a refusal is final. */
+const SLOT_ATTEMPTS = 8
+/** A refusal this soon after a close of the same connection may be the server's lag in freeing it (ms). */
+const RECENT_CLOSE_MS = 1_000
 
 /**
  * A target and its connection pool. Connections open lazily; one connection serves many
@@ -187,10 +212,16 @@ export class SshWorld {
   private readonly connects: PQueue
   private opened = 0
   private disposed = false
+  /**
+   * Session channels per connection: the configured MaxSessions, lowered to what the server
+   * allowed when it refused a channel (the number open on that connection at the refusal).
+   */
+  private maxSessions: number
 
   constructor(options: SshWorldOptions) {
     if (!Number.isInteger(options.pool.maxSessions) || options.pool.maxSessions < 2) throw new RangeError('maxSessions must be an integer >= 2 (the control channel takes one session)')
     this.options = options
+    this.maxSessions = options.pool.maxSessions
     this.connects = new PQueue({ concurrency: options.pool.maxConcurrentConnects })
   }
 
@@ -203,7 +234,47 @@ export class SshWorld {
   stats(): SshPoolStats {
     let terminalChannels = 0
     for (const entry of this.entries) terminalChannels += entry.used
-    return { connections: this.entries.size, terminalChannels, opened: this.opened }
+    return { connections: this.entries.size, terminalChannels, opened: this.opened, maxSessions: this.maxSessions }
+  }
+
+  /**
+   * Run `use` with a reserved slot. When the server refuses the channel `use` opens
+   * (ChannelRefusedError: its MaxSessions is lower than configured, or a just-closed channel is
+   * not freed yet), the pool learns the limit and `use` runs again on another connection.
+   * @throws the connect errors; whatever `use` throws; ChannelRefusedError after repeated refusals.
+   */
+  async withSlot<T>(use: (lease: SshLease) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt += 1) {
+      const lease = await this.lease()
+      try {
+        return await use(lease)
+      } catch (error) {
+        lease.release()
+        if (!(error instanceof ChannelRefusedError) || attempt >= SLOT_ATTEMPTS) throw error
+      }
+    }
+  }
+
+  /**
+   * Run a command (the login shell runs it with -c) on a non-PTY channel; collect its output.
+   * @throws the connect errors; TransportError when the connection is lost meanwhile.
+   */
+  run(command: string): Promise<SshRunResult> {
+    return this.withSlot(async lease => {
+      const channel = await lease.exec(command)
+      return new Promise<SshRunResult>((resolve, reject) => {
+        const stdout: Buffer[] = []
+        const stderr: Buffer[] = []
+        let exitCode: number | null | undefined
+        channel.on('data', (chunk: Buffer) => stdout.push(chunk))
+        channel.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
+        channel.once('exit', (code: number | null) => { exitCode = code })
+        channel.once('close', () => {
+          if (exitCode === undefined && !lease.connection.alive) reject(new TransportError(`${lease.connection.where}: lost the connection while running a command: ${lease.connection.lossReason()}`))
+          else resolve({ exitCode: exitCode ?? null, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') })
+        })
+      })
+    })
   }
 
   /**
@@ -245,7 +316,7 @@ export class SshWorld {
   }
 
   private pick(): PoolEntry | undefined {
-    const capacity = this.options.pool.maxSessions - 1
+    const capacity = this.maxSessions - 1
     let best: PoolEntry | undefined
     for (const entry of this.entries) {
       if (entry.dead || entry.saturated || entry.used >= capacity) continue
@@ -256,7 +327,7 @@ export class SshWorld {
   }
 
   private connect(): PoolEntry {
-    const entry: PoolEntry = { ready: undefined as unknown as Promise<SshConnection>, connection: undefined, used: 0, saturated: false, dead: false, idleTimer: undefined }
+    const entry: PoolEntry = { ready: undefined as unknown as Promise<SshConnection>, connection: undefined, used: 0, openChannels: 1, opening: 0, saturated: false, lastCloseAt: -Infinity, dead: false, idleTimer: undefined }
     this.opened += 1
     entry.ready = this.connects.add(async () => {
       if (this.disposed) throw new WorldClosedError()
@@ -283,7 +354,6 @@ export class SshWorld {
 
   private release(entry: PoolEntry): void {
     entry.used -= 1
-    entry.saturated = false
     if (entry.used === 0 && !entry.dead) this.scheduleIdle(entry)
   }
 
@@ -306,21 +376,52 @@ export class SshWorld {
       released = true
       this.release(entry)
     }
+    const open = async (command: string, pty: { rows: number; cols: number } | undefined): Promise<ClientChannel> => {
+      // The server answers channel opens in order, so when this one is refused it holds the
+      // channels open and the earlier opens still in flight (a PTY exec completes only after
+      // its pty and exec requests, so later refusals can arrive before earlier completions).
+      const before = entry.openChannels + entry.opening
+      entry.opening += 1
+      let channel: ClientChannel
+      try {
+        channel = await exec(connection.client, command, pty, connection.where)
+      } catch (error) {
+        if (error instanceof ChannelRefusedError) this.refused(entry, before)
+        release()
+        throw error
+      } finally {
+        entry.opening -= 1
+      }
+      entry.openChannels += 1
+      channel.once('close', () => {
+        entry.openChannels -= 1
+        entry.lastCloseAt = performance.now()
+        entry.saturated = false
+        release()
+      })
+      return channel
+    }
     return {
       connection,
       release,
-      openTerminal: async (script, rows, cols) => {
-        let channel: ClientChannel
-        try {
-          channel = await exec(connection.client, script, { rows, cols }, connection.where)
-        } catch (error) {
-          if (error instanceof ChannelRefusedError) entry.saturated = true
-          release()
-          throw error
-        }
-        channel.once('close', release)
-        return terminalTransport(channel, connection)
-      },
+      openTerminal: async (script, rows, cols) => terminalTransport(await open(script, { rows, cols }), connection),
+      exec: command => open(command, undefined),
+    }
+  }
+
+  /**
+   * The server refused a channel on `entry` while it held `held` (open or being opened before
+   * this one): it allows no more than that. Right
+   * after a channel of the connection closed, the server may still count it (it frees a session
+   * only after the close exchange), so then the refusal only marks the connection full until
+   * another of its channels closes, or briefly.
+   */
+  private refused(entry: PoolEntry, held: number): void {
+    entry.saturated = true
+    if (performance.now() - entry.lastCloseAt > RECENT_CLOSE_MS) {
+      this.maxSessions = Math.max(2, Math.min(this.maxSessions, held))
+    } else {
+      setTimeout(() => { entry.saturated = false }, RECENT_CLOSE_MS).unref()
     }
   }
 
