@@ -175,6 +175,18 @@ describe('buildStartWrapper', () => {
       expect(rest.slice(3).sort()).toEqual([...Object.entries(env).map(([name, value]) => `${name}=${value}`), `PWD=${dir}`].sort())
     })
 
+    it('publishes the program\'s start time with its pid (exec keeps it), so an instantly exiting program keeps an identity', async () => {
+      // The program prints field 22 of its own /proc stat line (comm is `sh`: no spaces).
+      const result = await run(['sh', '-c', 'read -r l < /proc/$$/stat; set -- $l; printf "%s" "${22}"'], dir, { PATH: '/usr/bin:/bin' })
+      expect(result.code).toBe(0)
+      const event = result.event as Extract<BoundaryEvent, { kind: 'started' }>
+      expect(event.kind).toBe('started')
+      expect(event.pid).toBe(result.pid)
+      expect(event.extra).toHaveLength(1)
+      expect(event.extra![0]).toBeGreaterThan(0)
+      expect(event.extra![0]).toBe(Number(result.rest.toString()))
+    })
+
     it('starts normally when stty cannot apply the size (stdin is not a terminal here)', async () => {
       const result = await run(['/bin/echo', 'ran'], dir, {}, 'sh', { rows: 40, cols: 160 })
       expect(result.event.kind).toBe('started')

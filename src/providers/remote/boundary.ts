@@ -48,7 +48,12 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
   const script = [
     ...preflightLines(program, cwd, path, marker),
     ...(size !== undefined && validSize(size.rows) && validSize(size.cols) ? [`stty rows ${size.rows} cols ${size.cols} 2>/dev/null`] : []),
-    `${marker('pid', '"$$"')}`,
+    // The marker carries the start time with the pid (`pid:PID,STARTTIME`, field 22 of
+    // /proc/$$/stat: the 20th after the last ") "; exec keeps it): a program that exits at once
+    // is gone before the provider could stat it, and its identity must still fence teardown.
+    // 0 when /proc is unreadable or the shell does not split (the provider then stats the pid).
+    `_dshS=0 _dshL=; { IFS= read -r _dshL; } </proc/$$/stat 2>/dev/null; set -f; set -- \${_dshL##*') '}; set +f; [ $# -ge 20 ] && _dshS=\${20}`,
+    `${marker('pid', '"$$,$_dshS"')}`,
     `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
   ].join('\n')
   return { script, nonce }

@@ -83,7 +83,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   const wrapper = buildStartWrapper(spec.argv, spec.cwd, start.env, { rows: spec.rows, cols: spec.cols })
   const transport = await start.open(wrapper.script)
   const scanner = new BoundaryScanner(wrapper.nonce)
-  const marker = Promise.withResolvers<{ pid: number; rest: Buffer }>()
+  const marker = Promise.withResolvers<{ pid: number; starttime: number; rest: Buffer }>()
   const onData = (chunk: Buffer): void => {
     let event
     try {
@@ -95,7 +95,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     if (event.kind === 'started') {
       // Hold later bytes in the stream until the handle attaches (nothing may be dropped).
       transport.output.pause()
-      marker.resolve({ pid: event.pid, rest: event.rest })
+      marker.resolve({ pid: event.pid, starttime: event.extra?.[0] ?? 0, rest: event.rest })
     }
     else if (event.kind === 'failed') {
       marker.reject(event.reason === 'cwd' ? new CwdNotFoundError(spec.cwd, where) : new ExecutableNotFoundError(spec.argv[0]!, where))
@@ -108,7 +108,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   transport.output.once('end', onEnd)
   transport.output.once('error', onError)
   spec.signal?.addEventListener('abort', onAbort, { once: true })
-  let started: { pid: number; rest: Buffer }
+  let started: { pid: number; starttime: number; rest: Buffer }
   try {
     const resize = transport.resize(spec.rows, spec.cols).catch(() => undefined)
     started = await marker.promise
@@ -122,12 +122,18 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     transport.output.off('error', onError)
     spec.signal?.removeEventListener('abort', onAbort)
   }
+  // The identity comes with the marker. The stat checks the control channel sees the same
+  // process; a program that already exited (`sh -c 'exit 3'`) is gone by now, which is fine:
+  // its published start time still fences the teardown of whatever it left in its session.
   const stat = await control.stat(started.pid).catch(() => undefined)
-  if (stat === undefined) {
+  const starttime = stat !== undefined && (started.starttime === 0 || stat.starttime === started.starttime)
+    ? stat.starttime
+    : stat === undefined && started.starttime > 0 ? started.starttime : undefined
+  if (starttime === undefined) {
     transport.close()
-    throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace or already exited)`)
+    throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace${started.starttime === 0 ? ' or already exited' : ''})`)
   }
-  const handle = new RemoteTerminalHandle(transport, start, { pid: started.pid, starttime: stat.starttime }, started.rest)
+  const handle = new RemoteTerminalHandle(transport, start, { pid: started.pid, starttime }, started.rest)
   if (spec.signal?.aborted === true) {
     await handle.terminate().catch(() => undefined)
     throw spec.signal.reason
