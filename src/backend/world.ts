@@ -104,7 +104,12 @@ export interface RemoteWorld {
   dispose(): Promise<void>
 }
 
-function ownerAgent(ctx: Context, rawId: string): Agent {
+/**
+ * A minimal registered-agent stand-in that owns terminals (terminal services key sessions by
+ * owner): a store-entered session and no model. Register it with `ctx.agents.register`.
+ * @param ctx - a context with `ctx.sessions` (dsh-session's SessionStore).
+ */
+export function ownerAgent(ctx: Context, rawId: string): Agent {
   const id = SessionId(rawId)
   const scope = ctx.plugin({ inject: ['sessions'], apply: () => {} })
   // A store-entered session publishes `session/event`, so upstream observers hold, e.g.

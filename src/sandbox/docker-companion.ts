@@ -39,7 +39,8 @@ export async function applyDockerSandbox(ctx: Context): Promise<DockerSandboxPro
     managed: world.managed,
     workspaceRoot,
   })
-  const provider = ctx.sandbox as DockerSandboxProvider
+  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
+  const provider = ctx.get('sandbox') as unknown as DockerSandboxProvider
   announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
   return provider
 }

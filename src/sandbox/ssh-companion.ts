@@ -41,7 +41,8 @@ export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxPr
   // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
   const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot])
   await ctx.plugin(BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
-  const provider = ctx.sandbox as BubblewrapSandboxProvider
+  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
+  const provider = ctx.get('sandbox') as unknown as BubblewrapSandboxProvider
   announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
   return provider
 }

@@ -1,0 +1,77 @@
+/**
+ * `dsh-remote-worlds/docker`: the Docker world as a cordis plugin, mountable by the upstream
+ * loader from a `cordis.patch.yml` entry. It provides `ctx.subprocess` (a
+ * {@link DockerSubprocessRuntime}) over an existing container (`container`) or a managed one
+ * created from `image` AND the composition's sandbox policy (so the container itself enforces
+ * the default mode; see src/sandbox/docker-policy.ts). Pair it with
+ * `dsh-remote-worlds/docker/sandbox` for `ctx.sandbox` in the same world.
+ *
+ * Disposal of the plugin ends every process and terminal it started and removes a managed
+ * container (and the spill directory in an attached one).
+ * @module dsh-remote-worlds/plugins/docker
+ */
+import type { Context } from '@deepseek-ai/cordis'
+import type {} from '@deepseek-ai/dsh-sandbox-policy'
+import z from '@deepseek-ai/schemastery'
+import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../providers/docker/docker-runtime.ts'
+
+/** Cordis plugin name. */
+export const name = 'dsh-remote-worlds-docker'
+
+/** The sandbox policy decides what a managed container is created to enforce. */
+export const inject = ['sandboxPolicy']
+
+/** Plugin config. Exactly one of `container` and `image`. */
+export interface Config {
+  /** Attach to this running container (name or id). */
+  container?: string
+  /** Or run a managed container from this image, created from the sandbox policy; removed at disposal. */
+  image?: string
+  /** Exec user (`name`, `uid`, `uid:gid`); default: the image's user. A managed container under a confined mode needs a non-root one. */
+  user?: string
+  /** Docker engine socket; default `DOCKER_HOST` or /var/run/docker.sock. */
+  socketPath?: string
+  /** Managed container only: the host folder or named volume mounted at the policy's workspace root. */
+  workspace?: { bind?: string; volume?: string }
+  /** Managed container only: resource limits (defaults apply under confined modes). */
+  limits?: { pidsLimit?: number; memoryBytes?: number; nanoCpus?: number; tmpBytes?: number }
+}
+
+/** Schema of {@link Config}, validated by cordis (and the loader) before {@link apply}. */
+export const Config: z<Config> = z.object({
+  container: z.string().description('Attach to this running container (name or id).'),
+  image: z.string().description('Or run a managed container from this image, created from the sandbox policy and removed at disposal.'),
+  user: z.string().description('Exec user (name, uid or uid:gid). A managed container under a confined mode needs a non-root user.'),
+  socketPath: z.string().description('Docker engine socket (default: DOCKER_HOST or /var/run/docker.sock).'),
+  workspace: z.object({
+    bind: z.string().description('Host folder mounted at the workspace root.'),
+    volume: z.string().description('Named volume mounted at the workspace root.'),
+  }).description('Managed container only: the workspace source.'),
+  limits: z.object({
+    pidsLimit: z.natural(),
+    memoryBytes: z.natural(),
+    nanoCpus: z.natural(),
+    tmpBytes: z.natural(),
+  }).description('Managed container only: resource limits.'),
+})
+
+/** Drop keys whose value is undefined (the runtime's config is strict). */
+function defined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined && entry !== null)) as T
+}
+
+/**
+ * Register the Docker runtime as `ctx.subprocess`. A managed container is created from the
+ * composition's sandbox policy (default mode, workspace root).
+ * @throws InvalidArgumentError (from the runtime) for a config it cannot use.
+ */
+export function apply(ctx: Context, config: Config): void {
+  const { workspace, limits, ...rest } = defined(config)
+  const runtimeConfig: DockerRuntimeConfig = {
+    ...rest,
+    ...(workspace !== undefined ? { workspace: workspace.bind !== undefined ? { bind: workspace.bind } : { volume: workspace.volume! } } : {}),
+    ...(limits !== undefined ? { limits: defined(limits) } : {}),
+    ...(config.image !== undefined ? { policy: { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot } } : {}),
+  }
+  ctx.plugin(DockerSubprocessRuntime, runtimeConfig)
+}

@@ -1,0 +1,120 @@
+/**
+ * A real DSH composition: the UPSTREAM loader (`@deepseek-ai/dsh-app-boot`'s boot, over
+ * cordis-plugin-loader/include) reads a `cordis.patch.yml` written exactly as a user would,
+ * mounting the terminal service, terminal-bash, the sandbox policy and our Docker world
+ * (`dsh-remote-worlds/docker` + `dsh-remote-worlds/docker/sandbox`) by their package names.
+ *
+ * The package is used as a user gets it: built (`tsc`, the `build` script's output) into a
+ * package directory whose package.json `exports` the loader resolves from a profile's
+ * node_modules. A terminal opened through the composed tree runs in the managed container
+ * (its hostname, its pid namespace), and disposing the tree removes the container.
+ */
+import { execFile } from 'node:child_process'
+import { chownSync, copyFileSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { promisify } from 'node:util'
+import type { Context } from '@deepseek-ai/cordis'
+import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ownerAgent } from '../../src/backend/world.ts'
+import { IMAGE, docker, hangGuard } from './helpers.ts'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-loader-'))
+const profile = join(tmp, 'profile')
+const pkg = join(tmp, 'pkg')
+const workspace = join(tmp, 'workspace')
+
+/** The user's patch file: replace nothing, insert the stack (an empty profile root). */
+function patchFile(): string {
+  return `# A DSH profile layer mounting a persistent shell in a Docker world.
+- insert:
+    - id: session
+      name: '@deepseek-ai/dsh-session'
+    - id: agent
+      name: '@deepseek-ai/dsh-agent'
+    - id: terminal
+      name: '@deepseek-ai/dsh-terminal'
+    - id: sandbox-policy
+      name: '@deepseek-ai/dsh-sandbox-policy'
+      config:
+        mode: workspace-write
+        workspaceRoot: /workspace
+    - id: subprocess
+      name: dsh-remote-worlds/docker
+      config:
+        image: ${IMAGE}
+        user: agent
+        workspace:
+          bind: ${workspace}
+    - id: sandbox
+      name: dsh-remote-worlds/docker/sandbox
+    - id: terminal-bash
+      name: '@deepseek-ai/dsh-terminal-bash'
+`
+}
+
+let ctx: Context | undefined
+
+beforeAll(async () => {
+  // The package as published: `tsc` output plus control.sh (the build script), with its package.json.
+  await promisify(execFile)(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.json'), '--outDir', join(pkg, 'dist')], { cwd: ROOT })
+  copyFileSync(join(ROOT, 'src/providers/remote/control.sh'), join(pkg, 'dist/src/providers/remote/control.sh'))
+  copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'))
+  symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'))
+  // A profile whose node_modules holds the installed plugins.
+  mkdirSync(join(profile, 'node_modules'), { recursive: true })
+  symlinkSync(pkg, join(profile, 'node_modules', 'dsh-remote-worlds'))
+  symlinkSync(join(ROOT, 'node_modules/@deepseek-ai'), join(profile, 'node_modules', '@deepseek-ai'))
+  writeFileSync(join(profile, 'cordis.yml'), '[]\n')
+  writeFileSync(join(profile, 'cordis.patch.yml'), patchFile())
+  mkdirSync(workspace)
+  chownSync(workspace, 1000, 1000)
+  process.env.DSH_HOME = join(tmp, 'dsh-home')
+}, 120_000)
+
+afterAll(async () => {
+  await ctx?.fiber.dispose().catch(() => undefined)
+  rmSync(tmp, { recursive: true, force: true })
+})
+
+describe('the upstream loader composes our Docker world from cordis.patch.yml', () => {
+  it('opens a terminal in the managed container, confined by the policy, and disposal removes the container', async () => {
+    // The names resolve to the built package in the profile's node_modules, as for a user.
+    expect(realpathSync(createRequire(join(profile, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
+    const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
+    ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
+    const runtime = ctx.get('subprocess') as unknown as { constructor: { name: string }; world(): Promise<{ containerId: string; managed: boolean }> }
+    expect(runtime.constructor.name).toBe('DockerSubprocessRuntime')
+    const world = await runtime.world()
+    expect(world.managed).toBe(true)
+    const info = await docker.getContainer(world.containerId).inspect()
+    expect(info.HostConfig.ReadonlyRootfs).toBe(true)
+
+    const agent = ownerAgent(ctx, 'loader-test')
+    ctx.agents.register(agent)
+    const created = await hangGuard(ctx.terminals.spawn(agent, { type: 'shell' }), 30_000, 'terminal spawn')
+    const send = async (text: string): Promise<string> => (await hangGuard(ctx!.terminals.startSend(agent, created.sessionId, { text, submit: true }).done, 30_000, text)).viewport
+    const facts = await send('printf "host=%s pid=%s uid=%s pwd=%s ns=%s init=%s\\n" "$(hostname)" "$$" "$(id -u)" "$PWD" "$(readlink /proc/self/ns/pid)" "$(tr "\\0" " " </proc/1/cmdline)"')
+    const line = /host=(\S+) pid=(\d+) uid=(\d+) pwd=(\S+) ns=(\S+) init=(.*)/.exec(facts)
+    expect(line, facts).not.toBeNull()
+    const [, host, pid, uid, pwd, ns, init] = line!
+    expect(host).toBe(info.Config.Hostname)
+    // The shell's pid is a pid of the container's namespace: the terminal's pid, not a host pid.
+    expect(Number(pid)).toBe(created.pid)
+    expect(ns).not.toBe(readlinkSync('/proc/self/ns/pid'))
+    expect(init!.trim()).toBe('/sbin/docker-init -- sleep infinity')
+    expect([uid, pwd]).toEqual(['1000', '/workspace'])
+    const effects = await send('touch /workspace/ok && echo ws-ok; touch /etc/denied 2>&1')
+    expect(effects).toContain('ws-ok')
+    expect(effects).toContain("touch: cannot touch '/etc/denied': Read-only file system")
+
+    await hangGuard(ctx.terminals.kill(agent, created.sessionId), 20_000, 'terminal kill')
+    await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
+    ctx = undefined
+    const gone = await docker.getContainer(world.containerId).inspect().then(() => 'present', (error: { statusCode?: number }) => error.statusCode)
+    expect(gone).toBe(404)
+  }, 120_000)
+})
