@@ -104,7 +104,8 @@ describe.each(USERS)('after close, nothing of the terminal session is alive in t
     const terminal = await world.open()
     // Three running TERM-ignoring jobs, and one that stops itself after installing the trap.
     const background = await terminal.send('for i in 1 2 3; do sh -c \'trap "" TERM; sleep 100\' & done; sh -c \'trap "" TERM; kill -STOP $$; sleep 100\' &')
-    expect(background.waitReason).toBe('stdin_read')
+    // bash reports the self-stopped job around its prompt, so either readiness tier may settle this.
+    expectReadyForNextSend(background.waitReason)
     // A TERM- and INT-ignoring job left in the foreground at close.
     const operation = terminal.startSend('sh -c \'trap "" TERM INT; sleep 100\'')
     const before = await waitFor(
