@@ -1,410 +1,54 @@
 /**
- * The ordinary-process half of the seam in the Docker world: `spawn` and `resolveExecutable`,
- * driven by the UNCHANGED upstream bash executor (`@deepseek-ai/dsh-bash-local`) and directly.
- * Real engine, real image; container-side facts are read through a separate `docker exec`
- * (helpers.ts), never through the control channel under test.
+ * `spawn` and `resolveExecutable` in the Docker world (the shared suite, test/helpers/spawn-cases.ts),
+ * in a container this file creates with the suite's ambient environment.
  */
-import { createHash } from 'node:crypto'
-import { Context } from '@deepseek-ai/cordis'
-import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
-import type { ShellExecRequest, ShellRunResult } from '@deepseek-ai/dsh-shell'
-import type { SubprocessHandle, SubprocessSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import type Docker from 'dockerode'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import {
-  CwdNotFoundError,
-  ExecutableNotFoundError,
-  InvalidArgumentError,
-  RemoteWorldError,
-  TransportError,
-  WorldClosedError,
-} from '../../src/providers/remote/errors.ts'
-import { IMAGE, USERS, type ContainerProcess, containerProcesses, docker, execIn, hangGuard, waitFor } from './helpers.ts'
+import { SPAWN_AMBIENT, spawnCases } from '../helpers/spawn-cases.ts'
+import { IMAGE, docker } from './helpers.ts'
 
-const MB = 1024 * 1024
-/**
- * A `sleep` duration no other suite uses (its command line is the marker leftover scans look
- * for): `sleep` takes no other argument to carry a tag.
- */
-let nextMarker = 0
-function sleepMarker(): string {
-  nextMarker += 1
-  return `${7000 + nextMarker}.${process.pid}`
-}
-
-/** One user's composition: our runtime as `ctx.subprocess`, the upstream bash executor as `ctx.shell`. */
-interface Fixture {
-  ctx: Context
-  runtime: DockerSubprocessRuntime
-  shell: LocalBashExecutor
-  run(request: ShellExecRequest): Promise<ShellRunResult>
-}
-
-async function compose(container: string, user: string): Promise<Fixture> {
-  const ctx = new Context()
-  await ctx.plugin(DockerSubprocessRuntime, { container, user })
-  await ctx.plugin(LocalBashExecutor, { cwd: '/tmp', graceMs: 500 })
-  const shell = ctx.shell as LocalBashExecutor
-  return {
-    ctx,
-    runtime: ctx.subprocess as DockerSubprocessRuntime,
-    shell,
-    run: request => shell.run(shell.resolve(request)),
-  }
-}
-
-function spec(argv: string[], overrides: Partial<SubprocessSpawnSpec> = {}): SubprocessSpawnSpec {
-  return {
-    argv,
-    cwd: '/tmp',
-    stdio: { stdin: 'ignore', stdout: { maxBytes: 1 * MB, spill: { maxBytes: 8 * MB } }, stderr: { maxBytes: 1 * MB } },
-    graceMs: 500,
-    ...overrides,
-  }
-}
-
-/** Live (non-zombie) `sleep` processes whose command line carries `marker`. */
-async function running(containerId: string, marker: string): Promise<ContainerProcess[]> {
-  return (await containerProcesses(containerId)).filter(row => row.comm === 'sleep' && row.cmdline.includes(marker) && row.state !== 'Z' && row.state !== 'X')
-}
-
-/** Read a pipe to its end, as raw bytes. */
-async function drain(stream: NodeJS.ReadableStream | undefined): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream!) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
-}
-
+const LABEL = { 'dsh-remote-worlds.test': 'spawn' }
 let container: Docker.Container
-let containerId: string
-let hostname: string
+let info: Docker.ContainerInspectInfo
 
 beforeAll(async () => {
   container = await docker.createContainer({
     Image: IMAGE,
     Cmd: ['sleep', 'infinity'],
-    Labels: { 'dsh-remote-worlds.test': 'spawn' },
-    // Ambient environment of the world: a credential-shaped name the scrub must drop, an
-    // ordinary one that must arrive, and one the spec removes with a tombstone.
-    Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'SERVICE_TOKEN=ambient-secret', 'PLAIN_AMBIENT=kept', 'DROP_ME=ambient'],
+    Labels: LABEL,
+    Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...Object.entries(SPAWN_AMBIENT).map(([name, value]) => `${name}=${value}`)],
     HostConfig: { Init: true, NetworkMode: 'none' },
   })
   await container.start()
-  const info = await container.inspect()
-  containerId = info.Id
-  hostname = info.Config.Hostname
+  info = await container.inspect()
 })
 
 afterAll(async () => {
   await container?.remove({ force: true })
 })
 
-describe.each(USERS)('the upstream bash executor through our spawn, as $label', ({ user, uid }) => {
-  let fixture: Fixture
-
-  beforeAll(async () => {
-    fixture = await compose(containerId, user)
-  })
-
-  afterAll(async () => {
-    await fixture?.ctx.fiber.dispose()
-  })
-
-  it('runs in the container, as the user, with exit codes and separate stdout and stderr', async () => {
-    const result = await fixture.run({ command: 'echo "$(hostname) $(id -u)"; echo to-stderr >&2; exit 7', timeoutMs: 20_000 })
-    expect(result.exitCode).toBe(7)
-    expect(result.signal).toBeNull()
-    expect(result.timedOut).toBe(false)
-    expect(result.aborted).toBe(false)
-    expect(result.stdout).toEqual({ text: `${hostname} ${uid}\n`, truncated: false })
-    expect(result.stderr).toEqual({ text: 'to-stderr\n', truncated: false })
-    const ok = await fixture.run({ command: 'true', timeoutMs: 20_000 })
-    expect([ok.exitCode, ok.signal, ok.stdout.text, ok.stderr.text]).toEqual([0, null, '', ''])
-  })
-
-  it('reports a death by signal with its name, and a voluntary 128+N as an exit code', async () => {
-    const killed = await fixture.run({ command: 'kill -KILL $$', timeoutMs: 20_000 })
-    expect([killed.exitCode, killed.signal]).toEqual([null, 'SIGKILL'])
-    const segv = await fixture.run({ command: 'kill -SEGV $$', timeoutMs: 20_000 })
-    expect([segv.exitCode, segv.signal]).toEqual([null, 'SIGSEGV'])
-    const voluntary = await fixture.run({ command: 'exit 137', timeoutMs: 20_000 })
-    expect([voluntary.exitCode, voluntary.signal]).toEqual([137, null])
-  })
-
-  it('truncates 50 MB of stdout to its tail, with a complete spill file in the container', async () => {
-    // 50 MiB of a 17-byte line pattern; its tail and its digest are known exactly.
-    const size = 50 * MB
-    const line = '0123456789abcdef\n'
-    const result = await fixture.run({ command: `yes 0123456789abcdef | head -c ${size}; echo done >&2`, timeoutMs: 120_000 })
-    expect(result.exitCode).toBe(0)
-    const whole = Buffer.alloc(size, line)
-    expect(result.stdout.truncated).toBe(true)
-    expect(result.stdout.text).toBe(whole.subarray(size - 64_000).toString('utf8'))
-    expect(result.stderr).toEqual({ text: 'done\n', truncated: false })
-    const spill = result.stdout.spillPath!
-    expect(spill).toMatch(new RegExp(`^/tmp/dsh-remote-${uid}-[0-9a-f]{12}/[0-9a-f]{16}\\.stdout$`))
-    const stat = await execIn(containerId, ['stat', '-c', '%s %u %a', spill])
-    expect(stat.stdout.trim()).toBe(`${size} ${uid} 644`)
-    const digest = await execIn(containerId, ['sha256sum', spill])
-    expect(digest.stdout.split(' ')[0]).toBe(createHash('sha256').update(whole).digest('hex'))
-    // The spill directory is private to the user; nothing else was left in it (no status files,
-    // no spills of streams that did not overflow).
-    const dir = spill.slice(0, spill.lastIndexOf('/'))
-    const listing = await execIn(containerId, ['sh', '-c', `stat -c %a ${dir}; ls -A ${dir}`])
-    expect(listing.stdout).toContain('700\n')
-    expect(listing.stdout.trim().split('\n').slice(1).filter(name => !name.endsWith('.stdout'))).toEqual([])
-  }, 180_000)
-
-  it('kills the whole remote tree on timeout: session members, a setsid escapee, a TERM-ignoring child', async () => {
-    const marker = sleepMarker()
-    const command = [
-      `sleep ${marker}1 &`,
-      `setsid sleep ${marker}2 &`,
-      `sh -c 'trap "" TERM; exec sleep ${marker}3' &`,
-      'echo started',
-      'wait',
-    ].join('\n')
-    const started = Date.now()
-    const result = await fixture.run({ command, timeoutMs: 1_500 })
-    expect(result.timedOut).toBe(true)
-    expect([result.exitCode, result.signal]).toEqual([null, 'SIGTERM'])
-    expect(result.stdout.text).toBe('started\n')
-    expect(Date.now() - started).toBeLessThan(10_000)
-    // The ladder goes on after `done` (the TERM-ignoring child needs the KILL): nothing of the
-    // tree may survive it (bounded wait: grace 500 ms + KILL + proof).
-    const left = await waitFor(() => running(containerId, marker), rows => rows.length === 0, 10_000)
-    expect(left).toEqual([])
-    // Nor the wrapper (its script carries the command) and its helpers.
-    expect(await waitFor(async () => (await containerProcesses(containerId)).filter(row => row.cmdline.includes(marker)), rows => rows.length === 0, 10_000)).toEqual([])
-  })
-
-  it('fails typed for a cwd that does not exist, and `bash -c` reports a missing command as 127', async () => {
-    const error = await fixture.run({ command: 'true', workdir: '/no/such/dir', timeoutMs: 20_000 }).then(() => undefined, (reason: unknown) => reason)
-    expect(error).toBeInstanceOf(CwdNotFoundError)
-    expect((error as CwdNotFoundError).code).toBe('CWD_NOT_FOUND')
-    const missing = await fixture.run({ command: 'no-such-command-xyz', timeoutMs: 20_000 })
-    expect(missing.exitCode).toBe(127)
-    expect(missing.stderr.text).toBe('bash: line 1: no-such-command-xyz: command not found\n')
-  })
-
-  it('background processes: incremental reads, kill, and the process settles as killed', async () => {
-    const marker = sleepMarker()
-    const proc = fixture.shell.start(fixture.shell.resolve({ command: `echo one; echo err-one >&2; sleep ${marker}` }))
-    await waitFor(() => proc.readOutput().delta.length > 0 ? 'x' : '', v => v !== '', 10_000).catch(() => undefined)
-    expect(proc.kill()).toBe(true)
-    await hangGuard(proc.done, 10_000, 'background done')
-    expect(proc.status).toBe('killed')
-    expect(proc.signal).toBe('SIGTERM')
-    expect(await waitFor(() => running(containerId, marker), rows => rows.length === 0, 10_000)).toEqual([])
-  })
-})
-
-describe('spawn directly', () => {
-  let ctx: Context
-  let runtime: DockerSubprocessRuntime
-
-  beforeAll(async () => {
-    ctx = new Context()
-    await ctx.plugin(DockerSubprocessRuntime, { container: containerId, user: 'agent' })
-    runtime = ctx.subprocess as DockerSubprocessRuntime
-  })
-
-  afterAll(async () => {
-    await ctx?.fiber.dispose()
-  })
-
-  it('publishes the remote pid as the session and group leader, and waitForExit observes the tree', async () => {
-    const marker = sleepMarker()
-    const handle = runtime.spawn(spec(['sh', '-c', `sleep ${marker} & echo $$; wait`], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
-    expect(handle.pid).toBe(-1)
-    const first = await new Promise<string>(resolve => handle.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString())))
-    expect(Number(first.trim())).toBe(handle.pid)
-    const rows = await running(containerId, marker)
-    expect(rows).toHaveLength(1)
-    const leader = (await containerProcesses(containerId)).find(row => row.pid === handle.pid)!
-    expect([leader.pgrp, leader.session]).toEqual([handle.pid, handle.pid])
-    expect([rows[0]!.pgrp, rows[0]!.session]).toEqual([handle.pid, handle.pid])
-    const bounded = new AbortController()
-    setTimeout(() => bounded.abort(), 300)
-    expect(await handle.waitForExit(bounded.signal)).toBe(false)
-    handle.terminate()
-    expect(await hangGuard(handle.done, 10_000, 'done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
-    expect(await hangGuard(handle.waitForExit(), 10_000, 'waitForExit')).toBe(true)
-    expect(await running(containerId, marker)).toEqual([])
-    // Idempotent once gone.
-    handle.terminate()
-    expect(await handle.waitForExit()).toBe(true)
-  })
-
-  it('delivers binary and split UTF-8 output byte-exact, on pipes and through collect readers', async () => {
-    // Every byte value, then '世' (e4 b8 96) and '€' (e2 82 ac) split across separate writes.
-    const script = "printf '%b' \"$(i=0; while [ $i -lt 256 ]; do printf '\\\\%03o' $i; i=$((i+1)); done)\"; printf '\\344\\270'; sleep 0.2; printf '\\226\\342'; sleep 0.2; printf '\\202\\254'"
-    const expected = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from('世€', 'utf8')])
-    const piped = runtime.spawn(spec(['sh', '-c', script], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
-    const [bytes] = await Promise.all([drain(piped.stdout), drain(piped.stderr), piped.done])
-    expect(bytes.equals(expected)).toBe(true)
-
-    const utf8 = "printf '\\344\\270'; sleep 0.2; printf '\\226x\\342\\202'; sleep 0.2; printf '\\254'"
-    const collected = runtime.spawn(spec(['sh', '-c', utf8]))
-    const reader = collected.collected.stdout!
-    expect(await collected.done).toEqual({ exitCode: 0, signal: null })
-    expect(reader.readFrom(0)).toEqual({ text: '世x€', nextOffset: 7, lossy: false })
-    // Offset reads are non-consuming and independent.
-    expect(reader.readFrom(3)).toEqual({ text: 'x€', nextOffset: 7, lossy: false })
-    expect(reader.readFrom(0).text).toBe('世x€')
-    expect(reader.readFrom(7)).toEqual({ text: '', nextOffset: 7, lossy: false })
-  })
-
-  it('keeps a bounded tail: lossy reads past the window, spill only for an overflowing stream within its cap', async () => {
-    const mode = { maxBytes: 10, spill: { maxBytes: 100 } }
-    const small = runtime.spawn(spec(['printf', '0123456789'], { stdio: { stdin: 'ignore', stdout: mode, stderr: mode } }))
-    await small.done
-    expect(small.collected.stdout!.readFrom(0)).toEqual({ text: '0123456789', nextOffset: 10, lossy: false })
-    const over = runtime.spawn(spec(['printf', 'abcdefghijklmnopqrstuvwxyz'], { stdio: { stdin: 'ignore', stdout: mode, stderr: mode } }))
-    await over.done
-    const read = over.collected.stdout!.readFrom(0)
-    expect(read.text).toBe('qrstuvwxyz')
-    expect([read.nextOffset, read.lossy]).toEqual([26, true])
-    expect(over.collected.stdout!.readFrom(20)).toEqual({ text: 'uvwxyz', nextOffset: 26, lossy: false, spillPath: read.spillPath })
-    expect((await execIn(containerId, ['cat', read.spillPath!])).stdout).toBe('abcdefghijklmnopqrstuvwxyz')
-    // Over the spill cap: no spill advertised, and its partial file is removed.
-    const huge = runtime.spawn(spec(['sh', '-c', 'head -c 1000 /dev/zero'], { stdio: { stdin: 'ignore', stdout: mode, stderr: mode } }))
-    await huge.done
-    const hugeRead = huge.collected.stdout!.readFrom(0)
-    expect([hugeRead.text.length, hugeRead.nextOffset, hugeRead.lossy, hugeRead.spillPath]).toEqual([10, 1000, true, undefined])
-    await huge.waitForExit()
-    const dir = read.spillPath!.slice(0, read.spillPath!.lastIndexOf('/'))
-    expect((await execIn(containerId, ['ls', '-A', dir])).stdout.trim().split('\n')).toEqual([read.spillPath!.slice(dir.length + 1)])
-  })
-
-  it('stdin: pipe and data reach the program; ignore is /dev/null', async () => {
-    const piped = runtime.spawn(spec(['cat'], { stdio: { stdin: 'pipe', stdout: { maxBytes: MB }, stderr: { maxBytes: MB } } }))
-    piped.stdin!.write('first ')
-    piped.stdin!.end(Buffer.from([0xe4, 0xb8, 0x96, 0x00, 0xff]))
-    await piped.done
-    expect(piped.collected.stdout!.readFrom(0).nextOffset).toBe(11)
-    const data = runtime.spawn(spec(['sh', '-c', 'cat; echo; readlink /proc/$$/fd/0 >&2'], { stdio: { stdin: { data: 'héllo' }, stdout: { maxBytes: MB }, stderr: { maxBytes: MB } } }))
-    await data.done
-    expect(data.collected.stdout!.readFrom(0).text).toBe('héllo\n')
-    const ignored = runtime.spawn(spec(['readlink', '/proc/self/fd/0']))
-    await ignored.done
-    expect(ignored.collected.stdout!.readFrom(0).text).toBe('/dev/null\n')
-  })
-
-  it('layers the environment after the upstream scrub of the world ambient env', async () => {
-    const handle = runtime.spawn(spec(['env'], { env: { EXPLICIT: 'yes', DROP_ME: undefined, DEPLOY_KEY: 'deliberate' } }))
-    await handle.done
-    const env = Object.fromEntries(handle.collected.stdout!.readFrom(0).text.trim().split('\n').map(line => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]))
-    // The container's Config.Env (the image's entries and ours), scrubbed, then the spec's layer.
-    const ambient = Object.fromEntries((await container.inspect()).Config.Env.map(entry => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
-    expect(ambient.SERVICE_TOKEN).toBe('ambient-secret')
+spawnCases({
+  name: 'docker',
+  containerId: () => info.Id,
+  hostname: async () => info.Config.Hostname,
+  plugin: async (ctx, user) => { await ctx.plugin(DockerSubprocessRuntime, { container: info.Id, user }) },
+  // Exactly: the container's Config.Env (the image's entries and ours), scrubbed, then the spec's layer.
+  checkEnvironment: env => {
+    const ambient = Object.fromEntries(info.Config.Env.map(entry => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
     const { SERVICE_TOKEN: _secret, DROP_ME: _dropped, ...kept } = ambient
-    expect(kept.PLAIN_AMBIENT).toBe('kept')
     expect(env).toEqual({ ...kept, HOME: '/home/agent', EXPLICIT: 'yes', DEPLOY_KEY: 'deliberate' })
-  })
-
-  it('resolveExecutable: verified absolute paths, PATH lookup (explicit PATH wins), typed failures', async () => {
-    expect(await runtime.resolveExecutable('/usr/bin/env')).toBe('/usr/bin/env')
-    expect(await runtime.resolveExecutable('sha256sum')).toBe('/usr/bin/sha256sum')
-    expect(await runtime.resolveExecutable('ls', { PATH: '/nonexistent:/bin' })).toBe('/bin/ls')
-    await expect(runtime.resolveExecutable('ls', { PATH: '/nonexistent' })).rejects.toBeInstanceOf(ExecutableNotFoundError)
-    await expect(runtime.resolveExecutable('/etc/passwd')).rejects.toBeInstanceOf(ExecutableNotFoundError)
-    await expect(runtime.resolveExecutable('/usr/bin')).rejects.toBeInstanceOf(ExecutableNotFoundError)
-    // Readable by root only (0700): not executable for agent.
-    await execIn(containerId, ['sh', '-c', 'printf "#!/bin/sh\\n" >/root-only.sh; chmod 700 /root-only.sh'])
-    await expect(runtime.resolveExecutable('/root-only.sh')).rejects.toBeInstanceOf(ExecutableNotFoundError)
-    await expect(runtime.resolveExecutable('bin/ls')).rejects.toBeInstanceOf(InvalidArgumentError)
-    await expect(runtime.resolveExecutable('')).rejects.toBeInstanceOf(InvalidArgumentError)
-    const error = await runtime.resolveExecutable('no-such-binary').catch((reason: unknown) => reason) as ExecutableNotFoundError
-    expect([error.code, error.executable]).toEqual(['EXECUTABLE_NOT_FOUND', 'no-such-binary'])
-    const aborted = new AbortController()
-    aborted.abort(new Error('stop'))
-    await expect(runtime.resolveExecutable('ls', undefined, aborted.signal)).rejects.toThrow('stop')
-  })
-
-  it('faults: a missing program and a missing cwd reject done typed; the handle settles, nothing runs', async () => {
-    const missing = runtime.spawn(spec(['no-such-program-xyz']))
-    const error = await missing.done.then(() => undefined, (reason: unknown) => reason)
-    expect(error).toBeInstanceOf(ExecutableNotFoundError)
-    expect((error as RemoteWorldError).code).toBe('EXECUTABLE_NOT_FOUND')
-    expect(missing.pid).toBe(-1)
-    expect(await missing.waitForExit()).toBe(true)
-    const badCwd = runtime.spawn(spec(['true'], { cwd: '/no/such/dir' }))
-    await expect(badCwd.done).rejects.toBeInstanceOf(CwdNotFoundError)
-    expect(await badCwd.waitForExit()).toBe(true)
-    expect(() => runtime.spawn(spec([]))).toThrow(InvalidArgumentError)
-    expect(() => runtime.spawn(spec(['true'], { cwd: 'relative' }))).toThrow(InvalidArgumentError)
-    expect(() => runtime.spawn(spec(['true'], { graceMs: 0 }))).toThrow(InvalidArgumentError)
-  })
-
-  it('faults: an abort before, during and after the start ends the tree', async () => {
-    const before = new AbortController()
-    before.abort(new Error('early'))
-    expect(() => runtime.spawn(spec(['true'], { signal: before.signal }))).toThrow('aborted before spawn')
-
-    // Abort while the exec is still being created: nothing is left running.
-    const marker = sleepMarker()
-    const during = new AbortController()
-    const handle = runtime.spawn(spec(['sleep', marker], { signal: during.signal }))
-    during.abort(new Error('cancel'))
-    expect(await hangGuard(handle.done, 10_000, 'aborted done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
-    expect(await hangGuard(handle.waitForExit(), 10_000, 'aborted waitForExit')).toBe(true)
-
-    // Abort once the program runs.
-    const after = new AbortController()
-    const live = runtime.spawn(spec(['sh', '-c', `echo up; exec sleep ${marker}`], { signal: after.signal, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
-    await new Promise(resolve => live.stdout!.once('data', resolve))
-    after.abort(new Error('cancel'))
-    expect(await hangGuard(live.done, 10_000, 'aborted live done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
-    expect(await live.waitForExit()).toBe(true)
-    expect(await running(containerId, marker)).toEqual([])
-  })
-
-  it('disposal ends every process it started and removes the state directory', async () => {
-    const own = new Context()
-    await own.plugin(DockerSubprocessRuntime, { container: containerId, user: 'agent' })
-    const rt = own.subprocess as DockerSubprocessRuntime
-    const marker = sleepMarker()
-    const handles: SubprocessHandle[] = [
-      rt.spawn(spec(['sh', '-c', `echo up; sleep ${marker}`], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })),
-      rt.spawn(spec(['sh', '-c', `trap '' TERM; echo up; sleep ${marker}9; while :; do sleep 1; done`], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })),
-    ]
-    await Promise.all(handles.map(handle => new Promise(resolve => handle.stdout!.once('data', resolve))))
-    const spilled = rt.spawn(spec(['head', '-c', '2000000', '/dev/zero']))
-    await spilled.done
-    const spill = spilled.collected.stdout!.readFrom(0).spillPath!
-    expect((await execIn(containerId, ['stat', '-c', '%s', spill])).stdout.trim()).toBe('2000000')
-    expect((await running(containerId, marker)).length).toBeGreaterThanOrEqual(2)
-    await hangGuard(own.fiber.dispose(), 20_000, 'runtime disposal')
-    expect(await running(containerId, marker)).toEqual([])
-    expect((await Promise.all(handles.map(handle => handle.done))).map(outcome => outcome.signal)).toEqual(['SIGTERM', 'SIGKILL'])
-    expect((await execIn(containerId, ['test', '-e', spill.slice(0, spill.lastIndexOf('/'))])).exitCode).toBe(1)
-    expect(() => rt.spawn(spec(['true']))).toThrow(WorldClosedError)
-  })
-})
-
-describe('the world vanishing mid-run', () => {
-  it('rejects done with TransportError, settles the handle, and leaves nothing behind', async () => {
-    const victim = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' }, Labels: { 'dsh-remote-worlds.test': 'spawn' } })
+  },
+  vanishing: async () => {
+    const victim = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' }, Labels: LABEL })
     await victim.start()
-    const ctx = new Context()
-    try {
-      await ctx.plugin(DockerSubprocessRuntime, { container: victim.id })
-      const runtime = ctx.subprocess as DockerSubprocessRuntime
-      const handle = runtime.spawn(spec(['sh', '-c', 'echo up; sleep 1000'], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: MB } } }))
-      await new Promise(resolve => handle.stdout!.once('data', resolve))
-      handle.stdout!.resume()
-      await victim.kill()
-      const error = await hangGuard(handle.done.then(() => undefined, (reason: unknown) => reason), 20_000, 'done after kill')
-      expect(error).toBeInstanceOf(TransportError)
-      expect((error as TransportError).code).toBe('TRANSPORT_FAILED')
-      expect(await hangGuard(handle.waitForExit(), 20_000, 'waitForExit after kill')).toBe(true)
-      handle.terminate()
-      await hangGuard(ctx.fiber.dispose(), 20_000, 'dispose after kill')
-      expect((await victim.inspect()).State.Running).toBe(false)
-    } finally {
-      await victim.remove({ force: true })
+    return {
+      containerId: victim.id,
+      plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: victim.id }) },
+      vanish: async () => { await victim.kill() },
+      // The container is gone: nothing of it runs (checked by the engine, not a /proc scan).
+      leftovers: async () => (await victim.inspect()).State.Running ? ['the container still runs'] : [],
+      cleanup: async () => { await victim.remove({ force: true }) },
     }
-  })
+  },
 })

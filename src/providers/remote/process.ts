@@ -376,6 +376,9 @@ export class RemoteProcessHandle implements SubprocessHandle {
       this.finishStreams()
       transport.close()
       this.cleanupAbort()
+      // The transport broke but the world did not (a lost SSH connection): the tree may run on
+      // with nobody reading it. Stop it (the ladder reconnects through recoverControl).
+      this.terminate()
       throw error
     }
     this.out.collector?.invalidateSpill()

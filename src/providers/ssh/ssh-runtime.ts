@@ -12,11 +12,13 @@ import ssh2, { type ParsedKey } from 'ssh2'
 import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
-import { InvalidArgumentError, NotSupportedError, WorldClosedError } from '../remote/errors.ts'
+import { InvalidArgumentError, WorldClosedError } from '../remote/errors.ts'
+import { RemoteProcessSet, RemoteStateDirectory, checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
-import { SshWorld } from './ssh-world.ts'
+import { openSshProcess } from './ssh-process.ts'
+import { SHELL_OWN_VARIABLES, SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
 import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
@@ -82,8 +84,11 @@ const DEFAULT_IDENTITIES = ['id_ed25519', 'id_ecdsa', 'id_rsa']
  * rejects `done` with TransportError; its teardown reconnects to prove quiescence. Disposal of
  * the cordis scope terminates every terminal and closes every connection.
  *
- * Limits: `spawn` and `resolveExecutable` are not implemented yet and throw
- * {@link NotSupportedError}. The login shell must accept POSIX `sh -c` syntax (sh, bash, dash,
+ * `spawn` runs the process wrapper (remote/process.ts) on a non-PTY exec channel (stderr is
+ * separate natively), with spills in a private directory on the host (removed at disposal);
+ * `resolveExecutable` asks the control channel.
+ *
+ * Limits: the login shell must accept POSIX `sh -c` syntax (sh, bash, dash,
  * ksh, zsh; not csh or fish). Host certificates (`@cert-authority`) are not supported.
  */
 export class SshSubprocessRuntime extends SubprocessRuntime {
@@ -94,6 +99,9 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
   private readonly extras: SshRuntimeExtras
   private worldPromise: Promise<SshWorld> | undefined
   private readonly terminals = new Set<RemoteTerminalHandle>()
+  private readonly processes = new RemoteProcessSet()
+  private readonly stateDir = new RemoteStateDirectory()
+  private ambientPromise: Promise<Record<string, string>> | undefined
   private disposing = false
 
   /**
@@ -163,14 +171,58 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     return handle
   }
 
-  /** Not implemented yet in the SSH world. @throws NotSupportedError always. */
-  spawn(_spec: SubprocessSpawnSpec): SubprocessHandle {
-    throw new NotSupportedError('SshSubprocessRuntime.spawn is not supported yet; use spawnTerminal')
+  /**
+   * Start one process on the host (a non-PTY exec channel running the process wrapper; see
+   * remote/process.ts). Returns at once; `pid` is the remote pid once published (-1 before).
+   * @throws InvalidArgumentError for an invalid spec; Error when `spec.signal` already aborted;
+   *   WorldClosedError after disposal. Start failures (CwdNotFoundError,
+   *   ExecutableNotFoundError, the connect errors, ...) reject `done`.
+   */
+  spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
+    if (this.disposing) throw new WorldClosedError()
+    checkSpawnSpec(spec)
+    let opened: SshWorld | undefined
+    return this.processes.spawn({
+      spec,
+      where: this.describe(),
+      prepare: async () => {
+        const world = await this.world()
+        opened = world
+        const control = await world.control()
+        const ambient = await this.ambient(control)
+        const stateDir = await this.stateDir.ensure(control, ambient)
+        return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
+      },
+      open: (script, options) => openSshProcess(opened!, script, options),
+      // A lost connection does not end the host: the process may outlive it, so teardown
+      // reconnects (recoverControl) instead of assuming nothing is left.
+      worldEnded: async () => false,
+      recoverControl: () => opened!.control(),
+    })
   }
 
-  /** Not implemented yet in the SSH world. @throws NotSupportedError always. */
-  async resolveExecutable(_command: string, _env?: Readonly<Record<string, string>>, _signal?: AbortSignal): Promise<string> {
-    throw new NotSupportedError('SshSubprocessRuntime.resolveExecutable is not supported yet')
+  /**
+   * Resolve an executable on the host, as the login user: absolute paths verified, bare names
+   * searched in the login's PATH (scrubbed) with `env.PATH` over it. One control request.
+   * @throws InvalidArgumentError for an empty or relative (`a/b`) command.
+   * @throws ExecutableNotFoundError when nothing executable matches.
+   */
+  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted()
+    const world = await this.world()
+    const control = await world.control()
+    const path = remoteChildEnv(await this.ambient(control), env).PATH
+    return resolveRemoteExecutable(control, command, path, world.describe(), signal)
+  }
+
+  /** The login's ambient environment (asked once: it is the same on every connection). */
+  private ambient(control: ControlChannel): Promise<Record<string, string>> {
+    if (this.ambientPromise === undefined) {
+      const asking = control.environ().then(environ => Object.fromEntries(Object.entries(environ).filter(([name]) => !SHELL_OWN_VARIABLES.has(name))))
+      this.ambientPromise = asking
+      asking.catch(() => { if (this.ambientPromise === asking) this.ambientPromise = undefined })
+    }
+    return this.ambientPromise
   }
 
   /**
@@ -180,9 +232,14 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
   async dispose(): Promise<void> {
     if (this.disposing) return
     this.disposing = true
-    const outcomes = await Promise.allSettled([...this.terminals].map(handle => handle.terminate()))
-    const failures = outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])
+    const [processFailures, outcomes] = await Promise.all([
+      this.processes.dispose(),
+      Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
+    ])
+    const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
     const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
+    // Spill files live on the host until the world ends.
+    if (world !== undefined) await this.stateDir.remove(await world.control().catch(() => undefined))
     await world?.dispose()
     if (failures.length > 0) throw new AggregateError(failures, 'ssh subprocess teardown failed')
   }

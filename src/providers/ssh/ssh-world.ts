@@ -21,8 +21,8 @@ import type { TerminalTransport } from '../remote/terminal.ts'
 import { type HostLookup, type SshHop, type SshTimings, connectSsh } from './connect.ts'
 import { describeTarget } from './target.ts'
 
-/** Variables a shell sets for itself: not part of what the login gives a new process. */
-const SHELL_OWN_VARIABLES = new Set(['PWD', 'OLDPWD', 'SHLVL', '_'])
+/** Variables a shell sets for itself: not part of what the login gives a new process (exported for the runtime's env lookups). */
+export const SHELL_OWN_VARIABLES = new Set(['PWD', 'OLDPWD', 'SHLVL', '_'])
 
 /** Pool settings. */
 export interface SshPoolSettings {
