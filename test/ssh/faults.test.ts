@@ -5,10 +5,12 @@
  * handle's `done` with TransportError and ends `output` within the keepalive bound, and the next
  * terminal on that target reconnects. Timing bounds are hang guards only.
  */
-import { writeFileSync } from 'node:fs'
+import { execFile, spawn } from 'node:child_process'
+import { existsSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { createHmac, randomBytes } from 'node:crypto'
+import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import { Context } from '@deepseek-ai/cordis'
@@ -78,6 +80,35 @@ describe('connecting: trust and authentication', () => {
 
   it('logs in with a key given as data', async () => {
     expect((await connect({ identity: undefined }, { privateKeys: [sshd.clientKey.privateKey] })).uid).toBe(1000)
+  })
+
+  it('logs in with a key held by a real ssh-agent (SSH_AUTH_SOCK), not forwarding it', async () => {
+    const socket = join(sshd.dir, 'agent.sock')
+    const agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' })
+    try {
+      await waitFor(() => existsSync(socket), exists => exists, 5_000, 10)
+      await promisify(execFile)('ssh-add', [sshd.clientKeyFile], { env: { PATH: process.env.PATH, SSH_AUTH_SOCK: socket } })
+      const previous = process.env.SSH_AUTH_SOCK
+      process.env.SSH_AUTH_SOCK = socket
+      try {
+        // No identity and no `agent` option: the default is SSH_AUTH_SOCK.
+        const ctx = new Context()
+        const runtime = new SshSubprocessRuntime(ctx, { target: `agent@127.0.0.1:${sshd.ports[0]}`, knownHosts: sshd.knownHostsFile, sshConfig: false }, { home: sshd.dir })
+        try {
+          const control = await hangGuard(runtime.control(), 15_000, 'connect through the agent')
+          expect(control.info.uid).toBe(1000)
+          // Agent forwarding is off: the login has no SSH_AUTH_SOCK.
+          expect((await control.environ()).SSH_AUTH_SOCK).toBeUndefined()
+        } finally {
+          await runtime.dispose()
+        }
+      } finally {
+        if (previous === undefined) delete process.env.SSH_AUTH_SOCK
+        else process.env.SSH_AUTH_SOCK = previous
+      }
+    } finally {
+      agent.kill()
+    }
   })
 
   it('accepts a hashed known_hosts entry (|1|salt|hash) for [host]:port', async () => {
