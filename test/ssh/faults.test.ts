@@ -74,6 +74,10 @@ describe('connecting: trust and authentication', () => {
     expect((await connect({})).uid).toBe(1000)
   })
 
+  it('skips an unreachable ssh-agent and goes on with the next method', async () => {
+    expect((await connect({ identity: undefined, agent: join(sshd.dir, 'no-agent.sock'), password: sshd.password }, { home: sshd.dir })).uid).toBe(1000)
+  })
+
   it('logs in with a password', async () => {
     expect((await connect({ identity: undefined, password: sshd.password })).uid).toBe(1000)
   })

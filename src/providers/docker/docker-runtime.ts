@@ -221,7 +221,7 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
     const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
     const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
     // Spill files live in the world until it ends (a managed container goes with them anyway).
-    await this.stateDir.remove(await world?.control(this.config.user).catch(() => undefined))
+    await this.stateDir.remove(async () => world?.control(this.config.user))
     await world?.dispose()
     if (failures.length > 0) throw new AggregateError(failures, 'docker subprocess teardown failed')
   }

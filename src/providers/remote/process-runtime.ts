@@ -85,13 +85,17 @@ export class RemoteStateDirectory {
     return this.creating
   }
 
-  /** Remove the directory and everything in it. Best effort; idempotent. */
-  async remove(control: ControlChannel | undefined): Promise<void> {
+  /**
+   * Remove the directory and everything in it. Best effort; idempotent.
+   * @param control - asked for a control channel only when the directory was created (an SSH
+   *   world whose connections all closed would otherwise reconnect just to find nothing to do).
+   */
+  async remove(control: () => Promise<ControlChannel | undefined>): Promise<void> {
     const dir = this.created
     this.created = undefined
     this.creating = undefined
-    if (dir === undefined || control === undefined) return
-    await control.removePaths([dir]).catch(() => undefined)
+    if (dir === undefined) return
+    await (await control().catch(() => undefined))?.removePaths([dir]).catch(() => undefined)
   }
 }
 

@@ -149,6 +149,8 @@ async function connectHop(hop: SshHop, timings: SshTimings, lookup: HostLookup, 
     })
     client.on('error', (error: Error & { level?: string }) => {
       if (settled) return
+      // An unreachable agent only skips the agent method; ssh2 goes on with the next one.
+      if (error.level === 'agent') return
       if (hostKeyError !== undefined) return fail(hostKeyError)
       if (error.level === 'client-authentication') return fail(new SshAuthenticationError(destination, tried, { cause: error }))
       if (error.level === 'client-timeout') {

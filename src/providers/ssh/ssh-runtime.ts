@@ -239,7 +239,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
     const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
     // Spill files live on the host until the world ends.
-    if (world !== undefined) await this.stateDir.remove(await world.control().catch(() => undefined))
+    if (world !== undefined) await this.stateDir.remove(() => world.control())
     await world?.dispose()
     if (failures.length > 0) throw new AggregateError(failures, 'ssh subprocess teardown failed')
   }

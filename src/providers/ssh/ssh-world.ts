@@ -93,6 +93,7 @@ export class SshConnection {
     const where = `ssh ${describeTarget(options.hop.target)}`
     const { client, connectMs } = await connectSsh(options.hop, options.jumps, options.timings, options.lookup)
     let lastError: Error | undefined
+    // After the handshake ssh2 reports a lost connection as 'error' (e.g. Keepalive timeout), then 'close'.
     client.on('error', (error: Error) => { lastError = error })
     try {
       const channel = await exec(client, 'sh -s', undefined, where)
@@ -112,7 +113,6 @@ export class SshConnection {
         control.close()
         onClose(connection)
       }
-      client.on('error', (error: Error) => { connection.lastError ??= error })
       client.once('close', closed)
       control.closed.then(() => {
         // A control program that died alone leaves the connection unusable for terminals.
