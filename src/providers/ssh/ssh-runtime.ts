@@ -18,7 +18,7 @@ import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/termin
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
 import { openSshProcess } from './ssh-process.ts'
-import { SHELL_OWN_VARIABLES, SshWorld } from './ssh-world.ts'
+import { SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
 import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
@@ -101,7 +101,6 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
   private readonly terminals = new Set<RemoteTerminalHandle>()
   private readonly processes = new RemoteProcessSet()
   private readonly stateDir = new RemoteStateDirectory()
-  private ambientPromise: Promise<Record<string, string>> | undefined
   private disposing = false
 
   /**
@@ -188,10 +187,9 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
       prepare: async () => {
         const world = await this.world()
         opened = world
-        const control = await world.control()
-        const ambient = await this.ambient(control)
-        const stateDir = await this.stateDir.ensure(control, ambient)
-        return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
+        const { control, ambientEnv } = await world.connection()
+        const stateDir = await this.stateDir.ensure(control, ambientEnv)
+        return { env: remoteChildEnv(ambientEnv, spec.env), control, stateDir }
       },
       open: (script, options) => openSshProcess(opened!, script, options),
       // A lost connection does not end the host: the process may outlive it, so teardown
@@ -210,19 +208,9 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
     signal?.throwIfAborted()
     const world = await this.world()
-    const control = await world.control()
-    const path = remoteChildEnv(await this.ambient(control), env).PATH
+    const { control, ambientEnv } = await world.connection()
+    const path = remoteChildEnv(ambientEnv, env).PATH
     return resolveRemoteExecutable(control, command, path, world.describe(), signal)
-  }
-
-  /** The login's ambient environment (asked once: it is the same on every connection). */
-  private ambient(control: ControlChannel): Promise<Record<string, string>> {
-    if (this.ambientPromise === undefined) {
-      const asking = control.environ().then(environ => Object.fromEntries(Object.entries(environ).filter(([name]) => !SHELL_OWN_VARIABLES.has(name))))
-      this.ambientPromise = asking
-      asking.catch(() => { if (this.ambientPromise === asking) this.ambientPromise = undefined })
-    }
-    return this.ambientPromise
   }
 
   /**

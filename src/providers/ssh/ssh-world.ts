@@ -22,7 +22,7 @@ import { type HostLookup, type SshHop, type SshTimings, connectSsh } from './con
 import { describeTarget } from './target.ts'
 
 /** Variables a shell sets for itself: not part of what the login gives a new process (exported for the runtime's env lookups). */
-export const SHELL_OWN_VARIABLES = new Set(['PWD', 'OLDPWD', 'SHLVL', '_'])
+const SHELL_OWN_VARIABLES = new Set(['PWD', 'OLDPWD', 'SHLVL', '_'])
 
 /** Pool settings. */
 export interface SshPoolSettings {
@@ -301,18 +301,26 @@ export class SshWorld {
   }
 
   /**
-   * A live control channel (any connection; the same login user), connecting if none is open.
-   * Used to tear down a terminal whose own connection was lost.
+   * A live connection (any; they all log in as the same user), connecting if none is open.
+   * For work that needs no channel slot of its own: control requests, the login's environment.
    */
-  async control(): Promise<ControlChannel> {
+  async connection(): Promise<SshConnection> {
     if (this.disposed) throw new WorldClosedError()
     for (const entry of this.entries) {
-      if (entry.connection?.alive === true && entry.connection.control.alive) return entry.connection.control
+      if (entry.connection?.alive === true && entry.connection.control.alive) return entry.connection
     }
     const entry = this.connect()
     const connection = await entry.ready
     if (entry.used === 0) this.scheduleIdle(entry)
-    return connection.control
+    return connection
+  }
+
+  /**
+   * A live control channel of the login user ({@link connection}'s). Used, e.g., to tear down a
+   * terminal whose own connection was lost.
+   */
+  async control(): Promise<ControlChannel> {
+    return (await this.connection()).control
   }
 
   private pick(): PoolEntry | undefined {
