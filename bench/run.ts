@@ -205,6 +205,9 @@ const METRICS = [
   'inspectForeground (idle prompt)',
   'inspectForeground (first after new prompt)',
   'inspectForeground (sleep running)',
+  'spawn-to-exit of true',
+  'spawn-to-exit of true (bash tool stdio)',
+  '100 MB stdout throughput',
 ] as const
 
 function withTimeout<T>(promise: Promise<T>, what: string, ms = STEP_TIMEOUT_MS): Promise<T> {
@@ -355,6 +358,55 @@ async function measureSshConnect(config: SshRuntimeConfig, runs: number): Promis
   return new Map([['connect (TCP+handshake+auth)', samples]])
 }
 
+/** The stdio the upstream bash executor (dsh-bash-local) asks for: both streams collected with a spill. */
+const BASH_TOOL_STDIO = {
+  stdin: 'ignore',
+  stdout: { maxBytes: 64_000, spill: { maxBytes: 64 * 1024 * 1024 } },
+  stderr: { maxBytes: 64_000, spill: { maxBytes: 64 * 1024 * 1024 } },
+} as const
+
+/**
+ * The ordinary-process rows (the seam's `spawn`, what the bash tool and language servers use):
+ * - `spawn-to-exit of true`: spawn() to `done`, pipes drained (the bare round trip);
+ * - `... (bash tool stdio)`: the same with dsh-bash-local's collect + spill stdio (a remote world
+ *   tees both streams into spill files in the world; the local provider spills lazily);
+ * - `100 MB stdout throughput`: spawn() to `done` of `head -c 100MiB /dev/zero` on a pipe the
+ *   bench drains (MB/s = 104.9 / seconds).
+ */
+async function spawnRuns(target: BenchTarget, runs: number, samples: Map<string, Sample[]>): Promise<void> {
+  const runtime = target.world.runtime
+  const exit = async (spec: Parameters<SubprocessRuntime['spawn']>[0]): Promise<number> => {
+    const started = performance.now()
+    const handle = runtime.spawn(spec)
+    handle.stdout?.resume()
+    handle.stderr?.resume()
+    const outcome = await withTimeout(handle.done, `spawn ${spec.argv.join(' ')}`)
+    const ms = performance.now() - started
+    if (outcome.exitCode !== 0) throw new Error(`bench: ${spec.argv.join(' ')} exited ${JSON.stringify(outcome)}`)
+    await withTimeout(handle.waitForExit(), 'waitForExit')
+    return ms
+  }
+  const base = { cwd: '/tmp', graceMs: 1_000 }
+  // Warm-up (discarded): the spill directory and the JIT.
+  await exit({ ...base, argv: ['true'], stdio: BASH_TOOL_STDIO })
+  for (let run = 0; run < runs; run += 1) {
+    samples.get('spawn-to-exit of true')!.push({ ms: await exit({ ...base, argv: ['true'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }) })
+    samples.get('spawn-to-exit of true (bash tool stdio)')!.push({ ms: await exit({ ...base, argv: ['true'], stdio: BASH_TOOL_STDIO }) })
+  }
+  for (let run = 0; run < Math.min(runs, 5); run += 1) {
+    let bytes = 0
+    const started = performance.now()
+    const handle = runtime.spawn({ ...base, argv: ['head', '-c', String(100 * 1024 * 1024), '/dev/zero'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
+    handle.stdout!.on('data', (chunk: Buffer) => { bytes += chunk.length })
+    handle.stderr!.resume()
+    await withTimeout(handle.done, '100 MB stdout', 120_000)
+    if (!handle.stdout!.readableEnded) await withTimeout(new Promise(resolve => handle.stdout!.once('end', resolve)), '100 MB stdout end')
+    const ms = performance.now() - started
+    if (bytes !== 100 * 1024 * 1024) throw new Error(`bench: 100 MB stdout delivered ${bytes} bytes`)
+    samples.get('100 MB stdout throughput')!.push({ ms })
+  }
+}
+
 /** Measure one world: warm-up, `runs` lifecycle runs, inspect rows, world-specific rows. */
 async function measureWorld(entry: WorldEntry, runs: number): Promise<Map<string, Sample[]>> {
   const samples = new Map<string, Sample[]>(METRICS.map(metric => [metric, []]))
@@ -371,6 +423,8 @@ async function measureWorld(entry: WorldEntry, runs: number): Promise<Map<string
       if ((run + 1) % 5 === 0 || run + 1 === runs) console.error(`[bench] ${entry.world}: ${run + 1}/${runs} runs`)
     }
     await inspectRuns(target, Math.max(runs, 20), samples)
+    await spawnRuns(target, runs, samples)
+    console.error(`[bench] ${entry.world}: spawn rows done`)
     if (target.extraMetrics !== undefined) for (const [metric, extra] of await target.extraMetrics(runs)) samples.set(metric, extra)
   } finally {
     await target.dispose()
@@ -414,6 +468,8 @@ const FLOORS: Floor[] = [
   { metric: 'open-to-prompt', worlds: ['ssh'], maxMs: 50, source: 'issue 3' },
   { metric: 'spawnTerminal (to pid published)', worlds: ['ssh'], maxMs: 50, source: 'issue 3' },
   { metric: 'echo settle', worlds: ['ssh'], maxRatio: 1.2, source: 'issue 3' },
+  { metric: 'spawn-to-exit of true', worlds: ['ssh'], maxMs: 10, source: 'issue 5' },
+  { metric: 'spawn-to-exit of true', worlds: ['docker'], maxMs: 80, source: 'issue 5' },
 ]
 
 interface Row {

@@ -4,7 +4,7 @@
  * and trailer the scanners expect are the ones the script prints.
  */
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -81,21 +81,21 @@ describe('RemoteOutputCollector', () => {
   })
 })
 
-/** Run a wrapper with this machine's sh; returns raw stdout and stderr. */
-async function runLocally(options: Omit<ProcessWrapperOptions, 'statusFile'>, stdin?: string): Promise<{ stdout: Buffer; stderr: Buffer; nonce: string }> {
+/** Run a wrapper with this machine's sh (in a session of its own when `leader`); returns raw stdout and stderr. */
+async function runLocally(options: Omit<ProcessWrapperOptions, 'statusFile'>, stdin?: string, leader = false): Promise<{ stdout: Buffer; stderr: Buffer; nonce: string; exitCode: number | null; signal: string | null }> {
   const wrapper = buildProcessWrapper({ ...options, statusFile: join(dir, `status-${Math.random()}`) })
-  const child = spawn('sh', ['-c', wrapper.script], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
+  const child = spawn('sh', ['-c', wrapper.script], { stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], detached: leader })
   if (stdin !== undefined) child.stdin!.end(stdin)
   const out: Buffer[] = []
   const err: Buffer[] = []
   child.stdout!.on('data', (chunk: Buffer) => out.push(chunk))
   child.stderr!.on('data', (chunk: Buffer) => err.push(chunk))
-  await new Promise(resolve => child.once('close', resolve))
-  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err), nonce: wrapper.nonce }
+  const [exitCode, signal] = await new Promise<[number | null, string | null]>(resolve => child.once('close', (code, sig) => resolve([code, sig])))
+  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err), nonce: wrapper.nonce, exitCode, signal }
 }
 
 function strip(run: { stdout: Buffer; stderr: Buffer; nonce: string }): { pid: number; extra: number[] | undefined; stdout: string; stderr: string; trailer: unknown } {
-  const event = new BoundaryScanner(run.nonce).push(run.stdout)
+  const event = new BoundaryScanner(run.nonce, undefined, { process: true }).push(run.stdout)
   if (event.kind !== 'started') throw new Error(`no start marker: ${JSON.stringify(event)}`)
   const scanner = new TrailerScanner(run.nonce)
   const stderr = Buffer.concat([scanner.push(run.stderr), scanner.flush()])
@@ -111,8 +111,11 @@ describe('buildProcessWrapper, run by a real sh', () => {
     // (PWD is the inner sh's own.)
     expect(envText.split('\n').sort()).toEqual(['ONLY=this', 'PATH=/usr/bin:/bin', `PWD=${dir}`])
     expect(ids).toBe(`${run.pid} ${run.pid} ${run.pid}`)
-    expect(run.extra).toHaveLength(2)
+    // Its start time, then the wrapper's pid and start time.
+    expect(run.extra).toHaveLength(3)
     expect(run.extra![0]).toBeGreaterThan(0)
+    expect(run.extra![2]).toBeGreaterThan(0)
+    expect(run.extra![2]).toBeLessThanOrEqual(run.extra![0]!)
     expect(run.stderr).toBe('e\n')
     expect(run.trailer).toEqual({ status: 3, report: '' })
   })
@@ -125,7 +128,7 @@ describe('buildProcessWrapper, run by a real sh', () => {
     expect(cat.stdout).toBe('in\u00e9')
   })
 
-  it('tees collected streams into capped spill files and removes the status file and empty spills', async () => {
+  it('tees collected streams into capped spill files (the handle, not the wrapper, removes files)', async () => {
     const stdoutSpill = { path: join(dir, 'out.spill'), maxBytes: 5 }
     const stderrSpill = { path: join(dir, 'err.spill'), maxBytes: 100 }
     const run = strip(await runLocally({ argv: ['sh', '-c', 'printf 0123456789; printf oops >&2'], cwd: dir, env, stdin: 'ignore', stdoutSpill, stderrSpill }))
@@ -134,15 +137,32 @@ describe('buildProcessWrapper, run by a real sh', () => {
     expect(readFileSync(stderrSpill.path, 'utf8')).toBe('oops')
     const empty = { path: join(dir, 'empty.spill'), maxBytes: 100 }
     strip(await runLocally({ argv: ['true'], cwd: dir, env, stdin: 'ignore', stderrSpill: empty }))
-    expect(existsSync(empty.path)).toBe(false)
-    expect(readdirSync(dir).filter(name => name.startsWith('status-'))).toEqual([])
+    expect(statSync(empty.path).size).toBe(0)
     expect(statSync(stdoutSpill.path).size).toBe(5)
+    // One status file per run, left for the handle: empty unless the shell reported a signal.
+    const statuses = readdirSync(dir).filter(name => name.startsWith('status-'))
+    expect(statuses.map(name => readFileSync(join(dir, name), 'utf8')).sort()).toEqual(['', '', '', '', 'Terminated\n'])
+  })
+
+  it('exec mode: a session-leading wrapper becomes the program (pidx marker, no trailer); otherwise it waits', async () => {
+    const argv = ['sh', '-c', 'read -r _ _ _ _ pg sid _ </proc/$$/stat; echo "$$ $pg $sid"; kill -KILL $$']
+    const leading = await runLocally({ argv, cwd: dir, env, stdin: 'ignore', execWhenLeader: true }, undefined, true)
+    const event = new BoundaryScanner(leading.nonce, undefined, { process: true }).push(leading.stdout)
+    expect(event).toMatchObject({ kind: 'started', exec: true })
+    if (event.kind !== 'started') throw new Error('unreachable')
+    expect(event.rest.toString()).toBe(`${event.pid} ${event.pid} ${event.pid}\n`)
+    expect(event.extra).toHaveLength(1)
+    // The transport's own exit facts are the program's (here: node's wait status of the child).
+    expect([leading.exitCode, leading.signal, leading.stderr.toString()]).toEqual([null, 'SIGKILL', ''])
+    // Not a session leader (node's child): the waiting mode, with its trailer.
+    const waiting = strip(await runLocally({ argv, cwd: dir, env, stdin: 'ignore', execWhenLeader: true }))
+    expect(waiting.trailer).toEqual({ status: 137, report: 'Killed' })
   })
 
   it('fails with the cwd and exe markers before anything starts', async () => {
     const cwd = await runLocally({ argv: ['true'], cwd: join(dir, 'missing'), env, stdin: 'ignore' })
-    expect(new BoundaryScanner(cwd.nonce).push(cwd.stdout)).toMatchObject({ kind: 'failed', reason: 'cwd' })
+    expect(new BoundaryScanner(cwd.nonce, undefined, { process: true }).push(cwd.stdout)).toMatchObject({ kind: 'failed', reason: 'cwd' })
     const exe = await runLocally({ argv: ['no-such-program-xyz'], cwd: dir, env, stdin: 'ignore' })
-    expect(new BoundaryScanner(exe.nonce).push(exe.stdout)).toMatchObject({ kind: 'failed', reason: 'exe' })
+    expect(new BoundaryScanner(exe.nonce, undefined, { process: true }).push(exe.stdout)).toMatchObject({ kind: 'failed', reason: 'exe' })
   })
 })

@@ -101,7 +101,7 @@ function validSize(value: number): boolean {
 /** What {@link BoundaryScanner.push} found. */
 export type BoundaryEvent =
   | { kind: 'pending' }
-  | { kind: 'started'; pid: number; rest: Buffer; extra?: number[] }
+  | { kind: 'started'; pid: number; rest: Buffer; extra?: number[]; exec?: true }
   | { kind: 'failed'; reason: 'cwd' | 'exe' | 'tool'; preamble: string }
 
 /**
@@ -118,11 +118,12 @@ export class BoundaryScanner {
    * @param nonce - the wrapper's nonce.
    * @param maxBytes - how much pre-marker output to hold before giving up (bytes).
    */
-  constructor(nonce: string, maxBytes = 1 << 20) {
+  constructor(nonce: string, maxBytes = 1 << 20, options: { process?: boolean } = {}) {
     this.maxBytes = maxBytes
-    // A `pid` marker may carry more numbers after the pid (`pid:PID,N,...`: the process
-    // wrapper publishes the start time and its own pid); `tool` reports a missing helper.
-    this.pattern = new RegExp(`DSHB${nonce}:(pid|cwd|exe|tool):(\\d+(?:,\\d+)*|-)\\r?\\n`)
+    // A `pid` marker may carry more numbers after the pid (`pid:PID,N,...`: start times, the
+    // process wrapper's own pid). The process wrapper's extra kinds (options.process): `pidx`,
+    // the wrapper became the program itself; `tool`, a missing helper.
+    this.pattern = new RegExp(`DSHB${nonce}:(${options.process === true ? 'pidx|pid|cwd|exe|tool' : 'pid|cwd|exe'}):(\\d+(?:,\\d+)*|-)\\r?\\n`)
   }
 
   /**
@@ -140,10 +141,12 @@ export class BoundaryScanner {
       return { kind: 'pending' }
     }
     const preamble = this.buffer.subarray(0, match.index).toString('utf8').trim()
-    if (match[1] === 'pid') {
+    if (match[1] === 'pid' || match[1] === 'pidx') {
       const [pid, ...extra] = match[2]!.split(',').map(Number)
       const rest = this.buffer.subarray(match.index + match[0].length)
-      return extra.length > 0 ? { kind: 'started', pid: pid!, rest, extra } : { kind: 'started', pid: pid!, rest }
+      const event: BoundaryEvent = extra.length > 0 ? { kind: 'started', pid: pid!, rest, extra } : { kind: 'started', pid: pid!, rest }
+      // `pidx`: the wrapper became the program (process-wrapper.ts exec mode).
+      return match[1] === 'pidx' ? { ...event, exec: true } : event
     }
     return { kind: 'failed', reason: match[1] as 'cwd' | 'exe' | 'tool', preamble }
   }

@@ -15,8 +15,8 @@
  *    asynchronous list of a shell without job control runs with SIGINT/SIGQUIT ignored (which
  *    the program could not undo) and stdin on /dev/null;
  * 3. just before `exec env -i`, the inner `sh` prints the start marker to the RAW stdout:
- *    `\nDSHB<nonce>:pid:C,STARTTIME,P\n` (its own pid, its start time from /proc/self/stat, and
- *    P's pid). Marker first, program bytes after, on the same pipe: the handle strips everything
+ *    `\nDSHB<nonce>:pid:C,STARTTIME,P,P_STARTTIME\n` (its own pid and start time from
+ *    /proc/PID/stat, and P's: the identities the teardown fences signals with). Marker first, program bytes after, on the same pipe: the handle strips everything
  *    up to the marker;
  * 4. when `C` ends, writes the exit trailer to the RAW stderr in one write (atomic on a pipe):
  *    `DSHE<nonce>:STATUS:REPORT\n`. STATUS is the shell's `$?`: the exit code, or 128+N after
@@ -64,7 +64,13 @@ export interface ProcessWrapperOptions {
   stdoutSpill?: RemoteSpill | undefined
   /** Tee the program's stderr into this spill file. */
   stderrSpill?: RemoteSpill | undefined
-  /** A path in the private state directory for the shell's own stderr while it waits (removed at the end). */
+  /**
+   * When the wrapper leads its own session (an SSH exec channel's process does), let it become
+   * the program itself (`pidx` marker, no exit trailer): only for a transport whose own exit
+   * facts are exact (SSH's exit-status / exit-signal), and never with a spill.
+   */
+  execWhenLeader?: boolean | undefined
+  /** A path in the private state directory for the shell's own stderr while it waits (the caller removes it). */
   statusFile: string
 }
 
@@ -96,13 +102,14 @@ export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrap
   const status = shQuote(options.statusFile, 'status file')
 
   // The session leader: publishes (pid, start time, P's pid) on the raw stdout, then becomes the
-  // program with exactly `env`, none of the wrapper's extra descriptors inherited.
+  // program with exactly `env`, none of the wrapper's extra descriptors inherited. (A `sh`, not a
+  // subshell of the wrapper: the shell reports a death by signal only for a simple command.)
   const inner = [
     '_dshS=0 _dshL=',
     '{ IFS= read -r _dshL; } </proc/$$/stat 2>/dev/null',
     // Fields after the LAST ") " start at field 3; field 22 (start time) is the 20th of them.
-    `set -f; set -- "$1" \${_dshL##*') '}; [ $# -ge 21 ] && _dshS=\${21}`,
-    `printf '\\n%s%s:pid:%s,%s,%s\\n' DSHB ${shQuote(nonce)} "$$" "$_dshS" "$1" >&7`,
+    `set -f; set -- "$1" "$2" \${_dshL##*') '}; [ $# -ge 22 ] && _dshS=\${22}`,
+    `printf '\\n%s%s:pid:%s,%s,%s,%s\\n' DSHB ${shQuote(nonce)} "$$" "$_dshS" "$1" "$2" >&7`,
     `exec env -i ${envWords} ${shQuoteArgv(argv)} 2>&6 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-`,
   ].join('\n')
 
@@ -130,26 +137,30 @@ export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrap
     'exec 7>&1 8>&2',
     ...(options.stdin === 'ignore' ? ['exec 0</dev/null'] : []),
     ...preflightLines(program, cwd, env.PATH ?? DEFAULT_PATH, (kind, tail) => `${marker(kind, tail)} >&7`),
+    // The wrapper's own start time (its identity, for the teardown of its helpers), field 22.
+    `_dshW=0 _dshL=; { IFS= read -r _dshL; } </proc/$$/stat 2>/dev/null; set -f; set -- \${_dshL##*') '}; set +f; [ $# -ge 20 ] && _dshW=\${20}`,
+    // Exec mode (no spill, and a transport that reports the exact exit status): when the
+    // wrapper already leads its own session and group (fields 5 and 6 are its pid; an SSH
+    // session is), it becomes the program itself: no setsid, no waiting shell.
+    ...(options.execWhenLeader === true && options.stdoutSpill === undefined && options.stderrSpill === undefined
+      ? [`if [ "$3" = "$$" ] && [ "$4" = "$$" ] && [ "$_dshW" != 0 ]; then ${marker('pidx', '"$$,$_dshW"')}; exec env -i ${envWords} ${shQuoteArgv(argv)} 7>&- 8>&-; fi`]
+      : []),
     `command -v setsid >/dev/null 2>&1 || { ${marker('tool', '-')} >&7; exit ${WRAPPER_TOOL_EXIT}; }`,
-    // _dshR: run the program in its own session, wait, report. `<&0` keeps stdin: an
-    // asynchronous list without job control otherwise reads /dev/null.
+    // _dshR: run the program in its own session, wait, report.
     '_dshR() {',
     // Foreground, so no signal disposition or stdin is altered (an asynchronous list without
     // job control ignores SIGINT/SIGQUIT and reads /dev/null). The group points the shell's own
     // stderr at the status file while it waits: that is where the shell reports a death by
-    // signal (dash and bash alike); the program's stderr is restored from fd 6 by `inner`.
-    `  { setsid sh -c ${shQuote(inner)} dsh-spawn "$$"; } 6>&2 2>${status}`,
+    // signal (dash and bash alike); the program's stderr is restored from fd 6 at its exec.
+    `  { setsid sh -c ${shQuote(inner)} dsh-spawn "$$" "$_dshW"; } 6>&2 2>${status}`,
     '  _dshT=$? _dshJ=',
     `  if [ "$_dshT" -gt 128 ]; then { IFS= read -r _dshJ; } <${status} 2>/dev/null; fi`,
     `  printf '%s%s:%s:%s\\n' DSHE ${shQuote(nonce)} "$_dshT" "$_dshJ" >&8`,
     '}',
     ...pipelines,
+    // The status file (and any spill the caller has no use for) is removed by the handle, off
+    // the critical path: an `rm` here would delay the end of the transport by a process start.
     chain,
-    // The wrapper's last act (an exec, no fork): remove the status file, and the spill of a
-    // stream that stayed empty (the handle removes other spills it has no use for).
-    `set -- ${status}`,
-    ...[options.stdoutSpill, options.stderrSpill].flatMap(spill => spill === undefined ? [] : [`[ -s ${shQuote(spill.path)} ] || set -- "$@" ${shQuote(spill.path)}`]),
-    'exec rm -f "$@"',
   ].join('\n')
   return { script, nonce }
 }

@@ -36,10 +36,16 @@ export interface ProcessTransport {
   /** The process's stdin, when it was opened with `stdin: true`; `end()` closes it remotely. */
   readonly stdin: Writable | undefined
   /**
-   * The wrapper process's own exit facts, after both streams ended; used only when its exit
-   * trailer never arrived. Rejects with {@link TransportError} when the world broke.
+   * The wrapper process's own exit facts, after both streams ended; used when no exit trailer
+   * arrives (exec mode, or a killed wrapper). Rejects with {@link TransportError} when the
+   * world broke.
    */
   exit(): Promise<SubprocessOutcome>
+  /**
+   * Resolves with the process's exit facts as soon as the transport reports them, before its
+   * streams end (SSH's exit-status / exit-signal); absent when the transport cannot.
+   */
+  readonly exited?: Promise<SubprocessOutcome> | undefined
   /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
   close(): void
 }
@@ -66,6 +72,13 @@ export interface RemoteProcessStart {
   open(script: string, options: { stdin: boolean }): Promise<ProcessTransport>
   /** True when the world can no longer run anything (a stopped container, a lost host). */
   worldEnded(): Promise<boolean>
+  /**
+   * The transport reports the process's exact exit facts (code, or signal name) itself, as an
+   * SSH channel does: the wrapper may then become the program (exec mode: no setsid, no
+   * waiting shell) when it already leads its own session. Docker's ExecInspect reports a
+   * signal as 128+N, so the Docker world leaves this off.
+   */
+  exactExit?: boolean | undefined
   /** A fresh control channel when `control` died with its transport (SSH); optional. */
   recoverControl?: (() => Promise<ControlChannel>) | undefined
 }
@@ -94,6 +107,19 @@ export function outcomeOfTrailer(trailer: ExitTrailer, delivered: ReadonlySet<nu
   const signal = signalName(trailer.status - 128)
   if (signal !== undefined && (trailer.report.trim().length > 0 || delivered.has(trailer.status - 128))) return { exitCode: null, signal }
   return { exitCode: trailer.status, signal: null }
+}
+
+/** What the start marker published. */
+interface Published {
+  /** The program's pid (its process group and session id). */
+  pid: number
+  /** Its start time (0: unknown). */
+  starttime: number
+  /** The wrapper's pid and start time (0: none, in exec mode). */
+  wrapper: number
+  wrapperStart: number
+  /** Exec mode: the wrapper became the program; no exit trailer follows. */
+  exec: boolean
 }
 
 /** One stream of a handle: where its bytes go. */
@@ -166,6 +192,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
     return this.remotePid
   }
 
+  /** The wrapper's status file (removed at settlement). */
+  private statusFile: string | undefined
   /** Where this process's stream spills live. */
   private spills: { stdout?: RemoteSpill | undefined; stderr?: RemoteSpill | undefined } = {}
 
@@ -198,6 +226,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
       return spill
     }
     this.spills = { stdout: spillOf(this.out.collector, 'stdout'), stderr: spillOf(this.err.collector, 'stderr') }
+    this.statusFile = `${world.stateDir}/.${stamp}.status`
     if (this.terminationRequested) {
       // Aborted before anything started in the world: nothing to stop (the E2B provider's outcome).
       this.startedGate.resolve(undefined)
@@ -214,7 +243,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
         stdin: stdio.stdin === 'ignore' ? 'ignore' : 'attached',
         stdoutSpill: this.spills.stdout,
         stderrSpill: this.spills.stderr,
-        statusFile: `${world.stateDir}/${stamp}.status`,
+        statusFile: this.statusFile,
+        execWhenLeader: this.start.exactExit === true,
       }))
     } catch (error) {
       this.startedGate.resolve(undefined)
@@ -251,10 +281,10 @@ export class RemoteProcessHandle implements SubprocessHandle {
 
   /** Follow the transport: marker, output, trailer, end. */
   private async observe(transport: ProcessTransport, nonce: string): Promise<SubprocessOutcome> {
-    const scanner = new BoundaryScanner(nonce)
+    const scanner = new BoundaryScanner(nonce, undefined, { process: true })
     const trailerScanner = new TrailerScanner(nonce)
     const where = this.start.where
-    const marker = Promise.withResolvers<{ pid: number; starttime: number; wrapper: number } | undefined>()
+    const marker = Promise.withResolvers<Published | undefined>()
     const trailer = Promise.withResolvers<ExitTrailer>()
     let stdoutEnded = false
     let stderrEnded = false
@@ -274,7 +304,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
       }
       if (event.kind === 'started') {
         started = true
-        marker.resolve({ pid: event.pid, starttime: event.extra?.[0] ?? 0, wrapper: event.extra?.[1] ?? 0 })
+        marker.resolve({ pid: event.pid, starttime: event.extra?.[0] ?? 0, wrapper: event.extra?.[1] ?? 0, wrapperStart: event.extra?.[2] ?? 0, exec: event.exec === true })
         if (event.rest.length > 0) this.deliver(this.out, event.rest, transport.stdout)
       } else if (event.kind === 'failed') {
         preamble = event.preamble
@@ -308,7 +338,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     ended.promise.then(() => marker.resolve(undefined), () => undefined)
 
     // 1. The start marker (or a wrapper failure, or the end of both streams without it).
-    let published: { pid: number; starttime: number; wrapper: number } | undefined
+    let published: Published | undefined
     try {
       published = await marker.promise
     } catch (error) {
@@ -333,11 +363,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
     if (starttime === 0) starttime = (await this.control?.stat(published.pid).catch(() => undefined))?.starttime ?? 0
     this.identity = { pid: published.pid, starttime }
     this.remember([this.identity])
-    if (published.wrapper > 0) {
-      const stat = await this.control?.stat(published.wrapper).catch(() => undefined)
-      if (stat !== undefined) this.wrapper = { pid: published.wrapper, starttime: stat.starttime }
-    }
+    if (published.wrapper > 0 && published.wrapperStart > 0) this.wrapper = { pid: published.wrapper, starttime: published.wrapperStart }
     this.startedGate.resolve(this.identity)
+
+    // 2x. Exec mode: the wrapper became the program; the transport reports its exit facts.
+    if (published.exec) return this.observeExec(transport, ended.promise)
 
     // 2. The exit trailer, then the drain: both streams end, or graceMs passes.
     const first = await Promise.race([trailer.promise.then(value => ({ kind: 'trailer' as const, value })), ended.promise.then(() => ({ kind: 'ended' as const }))])
@@ -386,6 +416,37 @@ export class RemoteProcessHandle implements SubprocessHandle {
     return this.settle(facts)
   }
 
+  /**
+   * Exec mode: settle with the transport's exit facts once the process exited, after the
+   * streams end or graceMs (a descendant may hold them), like the local provider's drain.
+   */
+  private async observeExec(transport: ProcessTransport, ended: Promise<void>): Promise<SubprocessOutcome> {
+    const exited = transport.exited
+    const first = await Promise.race([
+      ended.then(() => undefined),
+      ...(exited !== undefined ? [exited.then(outcome => outcome, () => undefined)] : []),
+    ])
+    if (first !== undefined) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([ended, new Promise<void>(resolve => { timer = setTimeout(resolve, this.spec.graceMs) })])
+      clearTimeout(timer)
+      return this.settle(first)
+    }
+    let facts: SubprocessOutcome
+    try {
+      facts = await transport.exit()
+    } catch (error) {
+      this.settled = true
+      this.finishStreams()
+      transport.close()
+      this.cleanupAbort()
+      // A lost connection: the program may run on. Stop it through a reconnected control channel.
+      this.terminate()
+      throw error
+    }
+    return this.settle(facts)
+  }
+
   /** Hand bytes to a stream's sink, holding the source while a pipe consumer is full. */
   private deliver(sink: OutputSink, chunk: Buffer, source: Readable): void {
     if (this.settled && sink.pipe === undefined) return
@@ -430,10 +491,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
 
   /** Remove spill files that hold nothing the caller can use (no overflow, over the cap, cut). */
   private async removeUselessSpills(): Promise<void> {
-    // An empty stream's spill was removed by the wrapper itself.
-    const paths: string[] = []
+    // The wrapper's status file goes too (the wrapper leaves it: an `rm` there would delay the
+    // end of the transport).
+    const paths: string[] = this.statusFile === undefined ? [] : [this.statusFile]
     for (const [spill, collector] of [[this.spills.stdout, this.out.collector], [this.spills.stderr, this.err.collector]] as const) {
-      if (spill !== undefined && collector !== undefined && collector.spillDisposable && collector.size > 0) paths.push(spill.path)
+      if (spill !== undefined && collector !== undefined && collector.spillDisposable) paths.push(spill.path)
     }
     if (paths.length === 0 || this.control === undefined) return
     await this.control.removePaths(paths).catch(() => undefined)

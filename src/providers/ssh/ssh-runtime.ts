@@ -192,6 +192,8 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
         return { env: remoteChildEnv(ambientEnv, spec.env), control, stateDir }
       },
       open: (script, options) => openSshProcess(opened!, script, options),
+      // exit-status / exit-signal are exact: the wrapper may become the program (exec mode).
+      exactExit: true,
       // A lost connection does not end the host: the process may outlive it, so teardown
       // reconnects (recoverControl) instead of assuming nothing is left.
       worldEnded: async () => false,
