@@ -9,22 +9,18 @@
  * node_modules. A terminal opened through the composed tree runs in the managed container
  * (its hostname, its pid namespace), and disposing the tree removes the container.
  */
-import { execFile } from 'node:child_process'
-import { chownSync, copyFileSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chownSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
-import { promisify } from 'node:util'
+import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ownerAgent } from '../../src/backend/world.ts'
+import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
 
-const ROOT = resolve(import.meta.dirname, '../..')
 const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-loader-'))
-const profile = join(tmp, 'profile')
-const pkg = join(tmp, 'pkg')
 const workspace = join(tmp, 'workspace')
 
 /** The user's patch file: replace nothing, insert the stack (an empty profile root). */
@@ -57,19 +53,11 @@ function patchFile(): string {
 }
 
 let ctx: Context | undefined
+let built: BuiltProfile
 
 beforeAll(async () => {
-  // The package as published: `tsc` output plus control.sh (the build script), with its package.json.
-  await promisify(execFile)(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.json'), '--outDir', join(pkg, 'dist')], { cwd: ROOT })
-  copyFileSync(join(ROOT, 'src/providers/remote/control.sh'), join(pkg, 'dist/src/providers/remote/control.sh'))
-  copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'))
-  symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'))
-  // A profile whose node_modules holds the installed plugins.
-  mkdirSync(join(profile, 'node_modules'), { recursive: true })
-  symlinkSync(pkg, join(profile, 'node_modules', 'dsh-remote-worlds'))
-  symlinkSync(join(ROOT, 'node_modules/@deepseek-ai'), join(profile, 'node_modules', '@deepseek-ai'))
-  writeFileSync(join(profile, 'cordis.yml'), '[]\n')
-  writeFileSync(join(profile, 'cordis.patch.yml'), patchFile())
+  built = await buildProfile(tmp)
+  built.writePatch(patchFile())
   mkdirSync(workspace)
   chownSync(workspace, 1000, 1000)
   process.env.DSH_HOME = join(tmp, 'dsh-home')
@@ -83,6 +71,7 @@ afterAll(async () => {
 describe('the upstream loader composes our Docker world from cordis.patch.yml', () => {
   it('opens a terminal in the managed container, confined by the policy, and disposal removes the container', async () => {
     // The names resolve to the built package in the profile's node_modules, as for a user.
+    const { profile, pkg } = built
     expect(realpathSync(createRequire(join(profile, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
     const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
     ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
