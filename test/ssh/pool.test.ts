@@ -19,7 +19,7 @@ afterAll(async () => {
   await sshd?.stop()
 })
 
-async function world(maxSessions: number | undefined): Promise<RemoteWorld> {
+async function world(maxSessions: number | undefined, idleMs = 200): Promise<RemoteWorld> {
   return openWorld({
     runtime: SshSubprocessRuntime,
     runtimeConfig: {
@@ -28,7 +28,7 @@ async function world(maxSessions: number | undefined): Promise<RemoteWorld> {
       knownHosts: sshd.knownHostsFile,
       sshConfig: false,
       agent: false,
-      idleMs: 200,
+      idleMs,
       ...(maxSessions !== undefined ? { maxSessions } : {}),
     },
     workspaceRoot: '/tmp',
@@ -103,4 +103,26 @@ describe('20 terminals at once on a target with MaxSessions 3', () => {
       await composed.dispose()
     }
   }, 60_000)
+})
+
+describe('idle connections', () => {
+  it('stay open while a terminal\'s teardown runs on their control channel after its PTY channel closed', async () => {
+    // idleMs 1: the connection would close the moment the shell's channel does, mid-proof.
+    const composed = await world(3, 1)
+    try {
+      const terminals = await Promise.all([composed.open(), composed.open()])
+      for (const terminal of terminals) {
+        const started = await terminal.send('sh -c \'trap "" TERM; sleep 60\' & sleep 0.1; echo started')
+        expect(started.viewport).toContain('started\n')
+      }
+      // Teardown: TERM (ignored by bash and the child), KILL, then the proof, which continues
+      // after the shell died and its channel closed.
+      await Promise.all(terminals.map(terminal => terminal.close()))
+      const pool = await (composed.runtime as SshSubprocessRuntime).world()
+      expect(await waitFor(() => pool.stats().connections, count => count === 0, 10_000)).toBe(0)
+      expect(await waitFor(() => sshd.leftovers(), rows => rows.length === 0, 10_000)).toEqual([])
+    } finally {
+      await composed.dispose()
+    }
+  }, 30_000)
 })

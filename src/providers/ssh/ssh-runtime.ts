@@ -152,16 +152,29 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     const world = await this.world()
     // The terminal uses the control channel of the connection its PTY channel is on (one failure
     // domain); a refused channel (the server's MaxSessions) moves it to another connection.
-    const handle = await world.withSlot(lease => startRemoteTerminal({
-      spec,
-      env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
-      control: lease.connection.control,
-      where: world.describe(),
-      open: script => lease.openTerminal(script, spec.rows, spec.cols),
-      worldEnded: async () => false,
-      recoverControl: () => world.control(),
-      onTerminated: terminated => { this.terminals.delete(terminated) },
-    }))
+    // The connection stays open until the terminal's teardown ended (the proof of quiescence
+    // runs on its control channel after the shell, and so the PTY channel, is gone).
+    const handle = await world.withSlot(async lease => {
+      const unhold = lease.retain()
+      try {
+        return await startRemoteTerminal({
+          spec,
+          env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
+          control: lease.connection.control,
+          where: world.describe(),
+          open: script => lease.openTerminal(script, spec.rows, spec.cols),
+          worldEnded: async () => false,
+          recoverControl: () => world.control(),
+          onTerminated: terminated => {
+            unhold()
+            this.terminals.delete(terminated)
+          },
+        })
+      } catch (error) {
+        unhold()
+        throw error
+      }
+    })
     if (this.disposing) {
       await handle.terminate()
       throw new WorldClosedError()

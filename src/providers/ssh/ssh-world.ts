@@ -159,6 +159,8 @@ interface PoolEntry {
   connection: SshConnection | undefined
   /** Slots reserved or holding an open channel on this connection (the control channel not counted). */
   used: number
+  /** Users of this connection's control channel that outlive their channel (a terminal until its teardown ends). */
+  holds: number
   /** Session channels open on this connection, the control channel included. */
   openChannels: number
   /** Channel opens sent and not answered yet. */
@@ -194,6 +196,12 @@ export interface SshLease {
   exec(command: string): Promise<ClientChannel>
   /** Give the slot back if no channel was opened on it. Idempotent. */
   release(): void
+  /**
+   * Keep the connection (and its control channel) open until the returned function is called,
+   * even after the channel closed: a terminal's teardown goes on through the control channel
+   * after its shell (and so its PTY channel) is gone. The returned function is idempotent.
+   */
+  retain(): () => void
 }
 
 /** Slot attempts of {@link SshWorld.withSlot} before a refusal is final. */
@@ -306,12 +314,19 @@ export class SshWorld {
    */
   async connection(): Promise<SshConnection> {
     if (this.disposed) throw new WorldClosedError()
+    let connecting: PoolEntry | undefined
     for (const entry of this.entries) {
-      if (entry.connection?.alive === true && entry.connection.control.alive) return entry.connection
+      if (entry.connection?.alive === true && entry.connection.control.alive) {
+        this.maybeIdle(entry)
+        return entry.connection
+      }
+      if (entry.connection === undefined && !entry.dead) connecting ??= entry
     }
-    const entry = this.connect()
+    // Join a connection being made rather than making another one.
+    const entry = connecting ?? this.connect()
     const connection = await entry.ready
-    if (entry.used === 0) this.scheduleIdle(entry)
+    // An idle connection stays at least idleMs after its last use through here.
+    this.maybeIdle(entry)
     return connection
   }
 
@@ -335,7 +350,7 @@ export class SshWorld {
   }
 
   private connect(): PoolEntry {
-    const entry: PoolEntry = { ready: undefined as unknown as Promise<SshConnection>, connection: undefined, used: 0, openChannels: 1, opening: 0, saturated: false, lastCloseAt: -Infinity, dead: false, idleTimer: undefined }
+    const entry: PoolEntry = { ready: undefined as unknown as Promise<SshConnection>, connection: undefined, used: 0, holds: 0, openChannels: 1, opening: 0, saturated: false, lastCloseAt: -Infinity, dead: false, idleTimer: undefined }
     this.opened += 1
     entry.ready = this.connects.add(async () => {
       if (this.disposed) throw new WorldClosedError()
@@ -362,14 +377,16 @@ export class SshWorld {
 
   private release(entry: PoolEntry): void {
     entry.used -= 1
-    if (entry.used === 0 && !entry.dead) this.scheduleIdle(entry)
+    this.maybeIdle(entry)
   }
 
-  private scheduleIdle(entry: PoolEntry): void {
+  /** (Re)start the idle countdown of a connection nobody uses. */
+  private maybeIdle(entry: PoolEntry): void {
+    if (entry.used !== 0 || entry.holds !== 0 || entry.dead) return
     if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
     entry.idleTimer = setTimeout(() => {
       entry.idleTimer = undefined
-      if (entry.used !== 0 || entry.dead) return
+      if (entry.used !== 0 || entry.holds !== 0 || entry.dead) return
       entry.dead = true
       this.entries.delete(entry)
       entry.connection?.close()
@@ -412,6 +429,16 @@ export class SshWorld {
     return {
       connection,
       release,
+      retain: () => {
+        entry.holds += 1
+        let held = true
+        return () => {
+          if (!held) return
+          held = false
+          entry.holds -= 1
+          this.maybeIdle(entry)
+        }
+      },
       openTerminal: async (script, rows, cols) => terminalTransport(await open(script, { rows, cols }), connection),
       exec: command => open(command, undefined),
     }
