@@ -256,6 +256,28 @@ export function spawnCases(world: SpawnWorld): void {
       expect(reader.readFrom(7)).toEqual({ text: '', nextOffset: 7, lossy: false })
     })
 
+    it('holds the remote writer while a pipe consumer does not read (backpressure), then delivers every byte', async () => {
+      // A size no other process uses: the writer is found by its command line.
+      const size = 64 * MB + (process.pid % 1000) + 1
+      const handle = runtime.spawn(spec(['head', '-c', String(size), '/dev/zero'], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
+      handle.stderr!.resume()
+      await new Promise(resolve => setTimeout(resolve, 1_500))
+      // Nobody read stdout for 1.5 s: the writer is still there, blocked, not buffered away.
+      const writer = (await containerProcesses(world.containerId())).find(row => row.comm === 'head' && row.cmdline.includes(String(size)))
+      expect(writer?.state).toBe('S')
+      const bytes = await drain(handle.stdout)
+      expect(bytes.length).toBe(size)
+      expect(bytes.every(byte => byte === 0)).toBe(true)
+      expect(await handle.done).toEqual({ exitCode: 0, signal: null })
+    })
+
+    it('refuses argv and environment too large for one exec argument, typed, before starting anything', async () => {
+      const handle = runtime.spawn(spec(['sh', '-c', `: ${'x'.repeat(200_000)}`]))
+      const error = await handle.done.then(() => undefined, (reason: unknown) => reason)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect(await handle.waitForExit()).toBe(true)
+    })
+
     it('keeps a bounded tail: lossy reads past the window, spill only for an overflowing stream within its cap', async () => {
       const mode = { maxBytes: 10, spill: { maxBytes: 100 } }
       const small = runtime.spawn(spec(['printf', '0123456789'], { stdio: { stdin: 'ignore', stdout: mode, stderr: mode } }))

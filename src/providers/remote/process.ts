@@ -22,7 +22,7 @@ import type {
 } from '@deepseek-ai/dsh-subprocess'
 import { BoundaryScanner } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity } from './control-channel.ts'
-import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
@@ -95,6 +95,8 @@ function signalName(number: number): NodeJS.Signals | undefined {
 }
 
 const TREE_POLL_MS = 20
+/** Linux's limit of one exec argument (MAX_ARG_STRLEN, 32 pages). */
+const MAX_ARG_BYTES = 128 * 1024
 
 /**
  * Map the exit trailer to exit facts. STATUS <= 128 is an exit code. Above, a report from the
@@ -254,6 +256,9 @@ export class RemoteProcessHandle implements SubprocessHandle {
     }
     let transport: ProcessTransport
     try {
+      // The wrapper (argv and env inside) is one argument of `sh -c` (or of the SSH login
+      // shell's -c): Linux limits a single argument to 128 KiB (MAX_ARG_STRLEN).
+      if (Buffer.byteLength(script) >= MAX_ARG_BYTES) throw new InvalidArgumentError(`argv and environment are too large for a remote start (${Buffer.byteLength(script)} bytes with the wrapper; a single exec argument is limited to ${MAX_ARG_BYTES} bytes)`)
       transport = await this.start.open(script, { stdin: stdio.stdin !== 'ignore' })
     } catch (error) {
       this.startedGate.resolve(undefined)
