@@ -95,6 +95,7 @@ function signalName(number: number): NodeJS.Signals | undefined {
 }
 
 const TREE_POLL_MS = 20
+const TREE_POLL_MAX_MS = 250
 /** Linux's limit of one exec argument (MAX_ARG_STRLEN, 32 pages). */
 const MAX_ARG_BYTES = 128 * 1024
 
@@ -612,6 +613,10 @@ export class RemoteProcessHandle implements SubprocessHandle {
       this.treeGone = true
       return true
     }
+    // Poll fast while a termination runs (a teardown ladder waits on this) or just after the
+    // start; back off for a tree that lives on (a daemon the program left), so long-lived
+    // waits do not crowd the control channel the terminals' probes share.
+    let interval = TREE_POLL_MS
     for (;;) {
       if (this.terminationFailure !== undefined) throw this.terminationFailure
       if (this.treeGone) return true
@@ -631,8 +636,9 @@ export class RemoteProcessHandle implements SubprocessHandle {
         await this.spillsSettled
         return true
       }
-      const tick = await Promise.race([delay(TREE_POLL_MS).then(() => true), aborted])
+      const tick = await Promise.race([delay(interval).then(() => true), aborted])
       if (!tick) return false
+      interval = this.termination !== undefined ? TREE_POLL_MS : Math.min(TREE_POLL_MAX_MS, Math.ceil(interval * 1.5))
     }
   }
 
