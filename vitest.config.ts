@@ -9,6 +9,11 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     fileParallelism: false,
+    // The upstream plugin loader resolves plugin packages through Node's internal ESM loader;
+    // --expose-internals lets it reach that without its optional native addon
+    // (node-addon-require-builtin), whose non-linux platform packages are not on the registry,
+    // which leaves any lockfile listing it out of sync for `npm ci`.
+    poolOptions: { forks: { execArgv: ['--expose-internals'] } },
     reporters: ['default'],
   },
 })
