@@ -138,7 +138,9 @@ export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrap
     ...(options.stdin === 'ignore' ? ['exec 0</dev/null'] : []),
     ...preflightLines(program, cwd, env.PATH ?? DEFAULT_PATH, (kind, tail) => `${marker(kind, tail)} >&7`),
     // The wrapper's own start time (its identity, for the teardown of its helpers), field 22.
-    `_dshW=0 _dshL=; { IFS= read -r _dshL; } </proc/$$/stat 2>/dev/null; set -f; set -- \${_dshL##*') '}; set +f; [ $# -ge 20 ] && _dshW=\${20}`,
+    // (`eval`, not an unquoted expansion: zsh, an SSH login shell that runs this script, does
+    // not split words; the text after the last ") " is only numbers and a state letter.)
+    `_dshW=0 _dshL=; { IFS= read -r _dshL; } </proc/$$/stat 2>/dev/null; eval "set -- \${_dshL##*') '}"; [ $# -ge 20 ] && _dshW=\${20}`,
     // Exec mode (no spill, and a transport that reports the exact exit status): when the
     // wrapper already leads its own session and group (fields 5 and 6 are its pid; an SSH
     // session is), it becomes the program itself: no setsid, no waiting shell.
