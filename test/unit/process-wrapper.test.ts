@@ -159,6 +159,25 @@ describe('buildProcessWrapper, run by a real sh', () => {
     expect(waiting.trailer).toEqual({ status: 137, report: 'Killed' })
   })
 
+  it('runs the same under bash (an SSH login shell runs the wrapper itself): exec mode, and the waiting mode with its report', async () => {
+    const argv = ['sh', '-c', 'echo hi; kill -TERM $$']
+    for (const leader of [true, false]) {
+      const wrapper = buildProcessWrapper({ argv, cwd: dir, env, stdin: 'ignore', statusFile: join(dir, `status-bash-${leader}`), execWhenLeader: true })
+      const child = spawn('bash', ['-c', wrapper.script], { stdio: ['ignore', 'pipe', 'pipe'], detached: leader })
+      const out: Buffer[] = []
+      const err: Buffer[] = []
+      child.stdout!.on('data', (chunk: Buffer) => out.push(chunk))
+      child.stderr!.on('data', (chunk: Buffer) => err.push(chunk))
+      await new Promise(resolve => child.once('close', resolve))
+      const event = new BoundaryScanner(wrapper.nonce, undefined, { process: true }).push(Buffer.concat(out))
+      expect(event).toMatchObject({ kind: 'started', rest: Buffer.from('hi\n') })
+      expect(event.kind === 'started' && event.exec === true).toBe(leader)
+      const scanner = new TrailerScanner(wrapper.nonce)
+      expect(scanner.push(Buffer.concat(err)).toString()).toBe('')
+      expect(scanner.trailer).toEqual(leader ? undefined : { status: 143, report: 'Terminated' })
+    }
+  })
+
   it('fails with the cwd and exe markers before anything starts', async () => {
     const cwd = await runLocally({ argv: ['true'], cwd: join(dir, 'missing'), env, stdin: 'ignore' })
     expect(new BoundaryScanner(cwd.nonce, undefined, { process: true }).push(cwd.stdout)).toMatchObject({ kind: 'failed', reason: 'cwd' })
