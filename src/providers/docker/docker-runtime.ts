@@ -3,15 +3,14 @@
  * @module dsh-remote-worlds/providers/docker/docker-runtime
  */
 import type { Context } from '@deepseek-ai/cordis'
-import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { SubprocessHandle, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import Docker from 'dockerode'
 import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
-import { InvalidArgumentError, WorldClosedError } from '../remote/errors.ts'
-import { RemoteProcessSet, RemoteStateDirectory, checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
-import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
+import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
+import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
+import { startRemoteTerminal } from '../remote/terminal.ts'
 import { DockerWorld } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions } from '../../sandbox/docker-policy.ts'
 import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
@@ -73,7 +72,7 @@ export interface DockerRuntimeExtras {
  * Limits: a terminal's exit status comes from ExecInspect, where the engine reports a signal
  * death as 128+N (the terminal's `signal` field is therefore always null).
  */
-export class DockerSubprocessRuntime extends SubprocessRuntime {
+export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld> {
   /** How openWorld gets a same-world `ctx.sandbox` for this runtime (src/sandbox/docker-companion.ts). */
   static readonly sandboxCompanion = dockerSandboxCompanion
   /** The validated configuration. */
@@ -81,11 +80,6 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
   private readonly extras: DockerRuntimeExtras
   /** Create options of a managed container: the policy mapping (when `policy` is set) under `extras.create`. */
   private readonly createOptions: Docker.ContainerCreateOptions | undefined
-  private worldPromise: Promise<DockerWorld> | undefined
-  private readonly terminals = new Set<RemoteTerminalHandle>()
-  private readonly processes = new RemoteProcessSet()
-  private readonly stateDir = new RemoteStateDirectory()
-  private disposing = false
 
   /**
    * @param ctx - cordis context the service registers in (as `ctx.subprocess`).
@@ -94,31 +88,27 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
    * @throws InvalidArgumentError for an invalid config, or a policy the mapping refuses (e.g. a root user under a confined mode).
    */
   constructor(ctx: Context, config: DockerRuntimeConfig, extras: DockerRuntimeExtras = {}) {
-    super(ctx)
-    const parsed = DockerRuntimeConfig.safeParse(config)
-    if (!parsed.success) throw new InvalidArgumentError(`invalid Docker world config: ${parsed.error.issues.map(issue => `${issue.path.join('.') || 'config'}: ${issue.message}`).join('; ')}`)
-    this.config = parsed.data
+    super(ctx, 'docker')
+    const parsed = parseRuntimeConfig(DockerRuntimeConfig, config, 'Docker')
+    this.config = parsed
     this.extras = extras
-    const { policy, image } = parsed.data
+    const { policy, image } = parsed
     this.createOptions = policy !== undefined && image !== undefined
-      ? mergeCreateOptions(dockerCreateOptions({ ...policy, workspace: parsed.data.workspace, user: parsed.data.user, limits: parsed.data.limits }), extras.create)
+      ? mergeCreateOptions(dockerCreateOptions({ ...policy, workspace: parsed.workspace, user: parsed.user, limits: parsed.limits }), extras.create)
       : extras.create
-    ctx.effect(() => () => this.dispose(), 'docker subprocess teardown')
   }
 
   /**
-   * The container world, opened on first call.
+   * Attach to the container or create the managed one (see {@link RemoteSubprocessRuntime.world}).
    * @throws TargetNotFoundError, TargetNotRunningError, EngineUnavailableError (see {@link DockerWorld.open}).
    */
-  world(): Promise<DockerWorld> {
-    if (this.disposing) return Promise.reject(new WorldClosedError())
-    if (this.worldPromise === undefined) {
-      const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
-      const opening = DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions })
-      this.worldPromise = opening
-      opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
-    }
-    return this.worldPromise
+  protected openWorld(): Promise<DockerWorld> {
+    const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
+    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions })
+  }
+
+  protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
+    return world.control(this.config.user)
   }
 
   /** The control channel of this runtime's exec user (opens the world on first use). */
@@ -133,7 +123,7 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
 
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
-    if (this.disposing) throw new WorldClosedError()
+    this.assertOpen()
     spec.signal?.throwIfAborted()
     const world = await this.world()
     const user = this.config.user
@@ -147,14 +137,9 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
       open: script => world.openTerminal(script, user),
       // Not just `running()`: a killed container still shows Running for a moment (see alive()).
       worldEnded: async () => !(await world.alive(user)),
-      onTerminated: terminated => { this.terminals.delete(terminated) },
+      onTerminated: this.forgetTerminal,
     })
-    if (this.disposing) {
-      await handle.terminate()
-      throw new WorldClosedError()
-    }
-    this.terminals.add(handle)
-    return handle
+    return this.adoptTerminal(handle)
   }
 
   /**
@@ -165,7 +150,7 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
    *   ExecutableNotFoundError, TargetNotRunningError, ...) reject `done`.
    */
   spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
-    if (this.disposing) throw new WorldClosedError()
+    this.assertOpen()
     checkSpawnSpec(spec)
     const user = this.config.user
     let opened: DockerWorld | undefined
@@ -204,26 +189,6 @@ export class DockerSubprocessRuntime extends SubprocessRuntime {
   /** The container's ambient environment for its user: `Config.Env` with the user's HOME. */
   private ambient(world: DockerWorld, control: ControlChannel): Record<string, string> {
     return { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
-  }
-
-  /**
-   * Terminate every live terminal (quiescence proven), close the control channels, remove a
-   * managed container. Idempotent.
-   * @throws AggregateError listing every terminal whose teardown failed (the container is still removed).
-   */
-  async dispose(): Promise<void> {
-    if (this.disposing) return
-    this.disposing = true
-    const [processFailures, outcomes] = await Promise.all([
-      this.processes.dispose(),
-      Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
-    ])
-    const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
-    const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
-    // Spill files live in the world until it ends (a managed container goes with them anyway).
-    await this.stateDir.remove(async () => world?.control(this.config.user))
-    await world?.dispose()
-    if (failures.length > 0) throw new AggregateError(failures, 'docker subprocess teardown failed')
   }
 }
 

@@ -6,15 +6,15 @@ import { readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
-import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { SubprocessHandle, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import ssh2, { type ParsedKey } from 'ssh2'
 import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
-import { InvalidArgumentError, WorldClosedError } from '../remote/errors.ts'
-import { RemoteProcessSet, RemoteStateDirectory, checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
-import { type RemoteTerminalHandle, startRemoteTerminal } from '../remote/terminal.ts'
+import { InvalidArgumentError } from '../remote/errors.ts'
+import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
+import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
+import { startRemoteTerminal } from '../remote/terminal.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
 import { openSshProcess } from './ssh-process.ts'
@@ -91,17 +91,12 @@ const DEFAULT_IDENTITIES = ['id_ed25519', 'id_ecdsa', 'id_rsa']
  * Limits: the login shell must accept POSIX `sh -c` syntax (sh, bash, dash,
  * ksh, zsh; not csh or fish). Host certificates (`@cert-authority`) are not supported.
  */
-export class SshSubprocessRuntime extends SubprocessRuntime {
+export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   /** How openWorld gets a same-world `ctx.sandbox` (bubblewrap on the host, probed once; src/sandbox/ssh-companion.ts). */
   static readonly sandboxCompanion = sshSandboxCompanion
   /** The validated configuration. */
   readonly config: z.output<typeof SshRuntimeConfig>
   private readonly extras: SshRuntimeExtras
-  private worldPromise: Promise<SshWorld> | undefined
-  private readonly terminals = new Set<RemoteTerminalHandle>()
-  private readonly processes = new RemoteProcessSet()
-  private readonly stateDir = new RemoteStateDirectory()
-  private disposing = false
 
   /**
    * @param ctx - cordis context the service registers in (as `ctx.subprocess`).
@@ -109,27 +104,22 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
    * @throws InvalidArgumentError for an invalid config or target.
    */
   constructor(ctx: Context, config: SshRuntimeConfig, extras: SshRuntimeExtras = {}) {
-    super(ctx)
-    const parsed = SshRuntimeConfig.safeParse(config)
-    if (!parsed.success) throw new InvalidArgumentError(`invalid SSH world config: ${parsed.error.issues.map(issue => `${issue.path.join('.') || 'config'}: ${issue.message}`).join('; ')}`)
-    this.config = parsed.data
+    super(ctx, 'ssh')
+    this.config = parseRuntimeConfig(SshRuntimeConfig, config, 'SSH')
     this.extras = extras
     parseSshTarget(this.config.target)
-    ctx.effect(() => () => this.dispose(), 'ssh subprocess teardown')
   }
 
   /**
    * The SSH world (target resolved, keys and known_hosts read); no connection is made yet.
    * @throws InvalidArgumentError for an unreadable identity file or a bad fingerprint.
    */
-  world(): Promise<SshWorld> {
-    if (this.disposing) return Promise.reject(new WorldClosedError())
-    if (this.worldPromise === undefined) {
-      const opening = buildSshWorld(this.config, this.extras)
-      this.worldPromise = opening
-      opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
-    }
-    return this.worldPromise
+  protected openWorld(): Promise<SshWorld> {
+    return buildSshWorld(this.config, this.extras)
+  }
+
+  protected disposalControl(world: SshWorld): Promise<ControlChannel> {
+    return world.control()
   }
 
   /**
@@ -147,7 +137,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
 
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
-    if (this.disposing) throw new WorldClosedError()
+    this.assertOpen()
     spec.signal?.throwIfAborted()
     const world = await this.world()
     // The terminal uses the control channel of the connection its PTY channel is on (one failure
@@ -167,7 +157,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
           recoverControl: () => world.control(),
           onTerminated: terminated => {
             unhold()
-            this.terminals.delete(terminated)
+            this.forgetTerminal(terminated)
           },
         })
       } catch (error) {
@@ -175,12 +165,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
         throw error
       }
     })
-    if (this.disposing) {
-      await handle.terminate()
-      throw new WorldClosedError()
-    }
-    this.terminals.add(handle)
-    return handle
+    return this.adoptTerminal(handle)
   }
 
   /**
@@ -191,7 +176,7 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
    *   ExecutableNotFoundError, the connect errors, ...) reject `done`.
    */
   spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
-    if (this.disposing) throw new WorldClosedError()
+    this.assertOpen()
     checkSpawnSpec(spec)
     let opened: SshWorld | undefined
     return this.processes.spawn({
@@ -226,25 +211,6 @@ export class SshSubprocessRuntime extends SubprocessRuntime {
     const { control, ambientEnv } = await world.connection()
     const path = remoteChildEnv(ambientEnv, env).PATH
     return resolveRemoteExecutable(control, command, path, world.describe(), signal)
-  }
-
-  /**
-   * Terminate every live terminal (quiescence proven), then close every connection. Idempotent.
-   * @throws AggregateError listing every terminal whose teardown failed (connections still close).
-   */
-  async dispose(): Promise<void> {
-    if (this.disposing) return
-    this.disposing = true
-    const [processFailures, outcomes] = await Promise.all([
-      this.processes.dispose(),
-      Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
-    ])
-    const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
-    const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
-    // Spill files live on the host until the world ends.
-    if (world !== undefined) await this.stateDir.remove(() => world.control())
-    await world?.dispose()
-    if (failures.length > 0) throw new AggregateError(failures, 'ssh subprocess teardown failed')
   }
 }
 

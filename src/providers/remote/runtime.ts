@@ -1,0 +1,121 @@
+/**
+ * The lifecycle every remote runtime shares: a lazily opened world, the live terminals and
+ * processes it owns, and one disposal order (processes and terminals torn down with their
+ * quiescence proofs, then spill files removed, then the world released).
+ * @module dsh-remote-worlds/providers/remote/runtime
+ */
+import type { Context } from '@deepseek-ai/cordis'
+import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
+import type { z } from 'zod'
+import type { ControlChannel } from './control-channel.ts'
+import { InvalidArgumentError, WorldClosedError } from './errors.ts'
+import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
+import type { RemoteTerminalHandle } from './terminal.ts'
+
+/** What a runtime's world must offer the shared lifecycle. */
+export interface DisposableWorld {
+  /** Release connections and (for managed worlds) the world itself. Idempotent. */
+  dispose(): Promise<void>
+}
+
+/**
+ * Validate a runtime config with its zod schema.
+ * @param what - world name for the message, e.g. `Docker`.
+ * @throws InvalidArgumentError listing every issue as `path: message`.
+ */
+export function parseRuntimeConfig<S extends z.ZodTypeAny>(schema: S, config: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(config)
+  if (!parsed.success) throw new InvalidArgumentError(`invalid ${what} world config: ${parsed.error.issues.map(issue => `${issue.path.join('.') || 'config'}: ${issue.message}`).join('; ')}`)
+  return parsed.data as z.output<S>
+}
+
+/**
+ * Base of the Docker and SSH runtimes (`ctx.subprocess`). Subclasses open their world and
+ * start terminals/processes in it; this class memoizes the world, tracks what was started,
+ * refuses new work once disposing, and disposes everything in one order when the cordis scope
+ * ends.
+ */
+export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends SubprocessRuntime {
+  /** Processes started by `spawn`. */
+  protected readonly processes = new RemoteProcessSet()
+  /** The private spill directory in the world (created on first use). */
+  protected readonly stateDir = new RemoteStateDirectory()
+  private readonly terminals = new Set<RemoteTerminalHandle>()
+  private worldPromise: Promise<W> | undefined
+  private disposing = false
+  private readonly label: string
+
+  /**
+   * @param ctx - the cordis context the service registers in.
+   * @param label - world name for messages (`docker`, `ssh`).
+   */
+  constructor(ctx: Context, label: string) {
+    super(ctx)
+    this.label = label
+    ctx.effect(() => () => this.dispose(), `${label} subprocess teardown`)
+  }
+
+  /** Open the world (called once; a failure is forgotten so a later call retries). */
+  protected abstract openWorld(): Promise<W>
+
+  /** A control channel in `world` for removing the spill directory at disposal. */
+  protected abstract disposalControl(world: W): Promise<ControlChannel | undefined>
+
+  /**
+   * The world, opened on first call and shared afterwards.
+   * @throws WorldClosedError after disposal; otherwise whatever {@link openWorld} throws.
+   */
+  world(): Promise<W> {
+    if (this.disposing) return Promise.reject(new WorldClosedError())
+    if (this.worldPromise === undefined) {
+      const opening = this.openWorld()
+      this.worldPromise = opening
+      opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
+    }
+    return this.worldPromise
+  }
+
+  /** @throws WorldClosedError once disposal began. */
+  protected assertOpen(): void {
+    if (this.disposing) throw new WorldClosedError()
+  }
+
+  /**
+   * Track a started terminal until it is terminated; one started while disposal began is
+   * terminated at once.
+   * @throws WorldClosedError when disposal began while the terminal started.
+   */
+  protected async adoptTerminal(handle: RemoteTerminalHandle): Promise<RemoteTerminalHandle> {
+    if (this.disposing) {
+      await handle.terminate()
+      throw new WorldClosedError()
+    }
+    this.terminals.add(handle)
+    return handle
+  }
+
+  /** Forget a terminated terminal (pass as `onTerminated`). */
+  protected readonly forgetTerminal = (handle: RemoteTerminalHandle): void => {
+    this.terminals.delete(handle)
+  }
+
+  /**
+   * End every process and terminal (each proving quiescence), remove the spill directory,
+   * release the world. Idempotent.
+   * @throws AggregateError listing every teardown that failed (the world is still released).
+   */
+  async dispose(): Promise<void> {
+    if (this.disposing) return
+    this.disposing = true
+    const [processFailures, outcomes] = await Promise.all([
+      this.processes.dispose(),
+      Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
+    ])
+    const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
+    const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
+    // Spill files live in the world until it ends.
+    if (world !== undefined) await this.stateDir.remove(() => this.disposalControl(world))
+    await world?.dispose()
+    if (failures.length > 0) throw new AggregateError(failures, `${this.label} subprocess teardown failed`)
+  }
+}
