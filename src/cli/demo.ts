@@ -5,6 +5,7 @@
 import Docker from 'dockerode'
 import type { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
+import { trackWorld } from './lifecycle.ts'
 import { parseScript } from './script.ts'
 import { DEFAULT_IMAGE, openTarget, resolveTarget } from './target.ts'
 
@@ -36,6 +37,7 @@ export async function runDemo(write: (text: string) => void, image = DEFAULT_IMA
   write(`dsh-remote demo: preparing the Docker engine and ${image} ...\n`)
   const openedAt = performance.now()
   const world = await openTarget(target)
+  const untrack = trackWorld(world)
   let clean = false
   try {
     const terminal = await world.open()
@@ -57,6 +59,7 @@ export async function runDemo(write: (text: string) => void, image = DEFAULT_IMA
     write(`container ${container.slice(0, 12)} ${removed ? 'removed' : 'STILL PRESENT'}\n`)
     clean = after.length === 0 && removed
   } finally {
+    untrack()
     await world.dispose().catch(() => undefined)
   }
   return clean

@@ -17,7 +17,8 @@ import { diagnose, formatChecks } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
-import { type TargetFlags, openTarget, resolveTarget } from './target.ts'
+import { describeError, installSignalTeardown, withWorld } from './lifecycle.ts'
+import { type TargetFlags, resolveTarget } from './target.ts'
 
 function targetOptions(command: Command): Command {
   return command
@@ -57,15 +58,12 @@ targetOptions(program.command('shell'))
   .action(async (flags: TargetFlags) => {
     const target = resolveTarget(flags)
     process.stderr.write(`opening ${target.description} ...\n`)
-    const world = await openTarget(target)
-    try {
+    await withWorld(target, async world => {
       const terminal = await world.open({ cwd: target.cwd })
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
       await terminal.close()
       if (typeof status === 'number') process.exitCode = status
-    } finally {
-      await world.dispose()
-    }
+    })
   })
 
 targetOptions(program.command('run'))
@@ -75,8 +73,7 @@ targetOptions(program.command('run'))
   .action(async (flags: TargetFlags & { script: string; json?: boolean }) => {
     const steps = parseScript(await readScript(flags.script))
     const target = resolveTarget(flags)
-    const world = await openTarget(target)
-    try {
+    await withWorld(target, async world => {
       const terminal = await world.open({ cwd: target.cwd })
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
@@ -91,9 +88,7 @@ targetOptions(program.command('run'))
       const left = await sessionLeftovers(world, pid)
       process.stderr.write(left.length === 0 ? '# closed: nothing of the session is left running\n' : `# closed, but still running: ${left.join(' ')}\n`)
       if (left.length > 0) process.exitCode = 1
-    } finally {
-      await world.dispose()
-    }
+    })
   })
 
 targetOptions(program.command('doctor'))
@@ -101,21 +96,18 @@ targetOptions(program.command('doctor'))
   .option('--json', 'print the findings as JSON')
   .action(async (flags: TargetFlags & { json?: boolean }) => {
     const target = resolveTarget(flags)
-    const world = await openTarget(target)
-    try {
+    await withWorld(target, async world => {
       const checks = await diagnose(world, target.cwd)
       const sandbox = sandboxReportOf(world.ctx)
       process.stdout.write(`${flags.json === true
         ? JSON.stringify({ target: target.description, checks, sandbox }, null, 2)
         : [formatChecks(target.description, checks), ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)])].join('\n')}\n`)
       process.exitCode = checks.every(check => check.ok) ? 0 : 1
-    } finally {
-      await world.dispose()
-    }
+    })
   })
 
+installSignalTeardown()
 program.parseAsync(process.argv).catch((error: unknown) => {
-  const failure = error as { name?: string; code?: string; message?: string }
-  process.stderr.write(`dsh-remote: ${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${failure.message ?? String(error)}\n`)
+  process.stderr.write(`dsh-remote: ${describeError(error)}\n`)
   process.exitCode = 2
 })

@@ -59,7 +59,8 @@ export async function sessionLeftovers(world: RemoteWorld, shellPid: number): Pr
 export function formatRecord(record: StepRecord): string {
   if ('signal' in record) return `[${record.i}] ${record.text}  -> delivered to process group ${record.targetPgid} (${record.ms} ms)`
   const status = record.sessionStatus.kind === 'exited' ? `  session exited (code ${record.sessionStatus.exitCode ?? 'null'}${record.sessionStatus.signal !== null ? `, ${record.sessionStatus.signal}` : ''})` : ''
-  const output = record.output.length === 0 ? '' : `\n${record.output.replace(/\n$/, '').split('\n').map(line => `    | ${line}`).join('\n')}`
+  const truncated = record.truncated ? '\n    | ... (output truncated: the tail follows; `read` the scrollback for more)' : ''
+  const output = record.output.length === 0 ? '' : `${truncated}\n${record.output.replace(/\n$/, '').split('\n').map(line => `    | ${line}`).join('\n')}`
   return `[${record.i}] ${record.waitReason.padEnd(13)} ${String(record.ms).padStart(6)} ms  $ ${record.text}${status}${output}`
 }
 

@@ -2,11 +2,11 @@
  * CLI target selection: which world a command runs in, built from flags.
  * @module dsh-remote-worlds/cli/target
  */
-import { execFile } from 'node:child_process'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
@@ -63,16 +63,14 @@ const ensureScript = fileURLToPath(new URL('../../docker/ensure-world.sh', impor
 
 /**
  * Run docker/ensure-world.sh (starts a Docker engine when none answers and the machine allows
- * it, builds the project image when missing). Its progress goes to stderr.
- * @throws Error with the script's output when it fails.
+ * it, builds the project image when missing, ~45 s once). Its progress lines go straight to
+ * this process's stderr, so a first run is not silent.
+ * @throws Error naming the exit status when the script fails (its reasons are on stderr).
  */
 export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
-  try {
-    await promisify(execFile)('bash', [ensureScript], { env: { ...process.env, DSH_REMOTE_IMAGE: image }, maxBuffer: 16 << 20 })
-  } catch (error) {
-    const failure = error as { stderr?: string; message: string }
-    throw new Error(`could not prepare the Docker world: ${failure.stderr?.trim() || failure.message}`)
-  }
+  const child = spawn('bash', [ensureScript], { env: { ...process.env, DSH_REMOTE_IMAGE: image }, stdio: ['ignore', 'ignore', 'inherit'] })
+  const [code, signal] = await once(child, 'exit') as [number | null, NodeJS.Signals | null]
+  if (code !== 0) throw new Error(`could not prepare the Docker world: docker/ensure-world.sh ${signal !== null ? `died of ${signal}` : `exited with ${code}`} (its output is above)`)
 }
 
 /**
@@ -119,9 +117,24 @@ export function resolveTarget(flags: TargetFlags): Target {
   // A managed container mounts a host workspace folder at /workspace. Without --user, a
   // confined shell runs as the folder's owner when that is not root, so workspace-write can
   // write there (the sandbox never runs confined work as root).
-  if (flags.workspace !== undefined && user === undefined && (flags.mode ?? 'danger-full-access') !== 'danger-full-access') {
-    const owner = statSync(flags.workspace)
-    if (owner.uid !== 0) return resolveTarget({ ...flags, user: `${owner.uid}:${owner.gid}` })
+  const confined = (flags.mode ?? 'danger-full-access') !== 'danger-full-access'
+  if (confined && flags.workspace === undefined && flags.cwd === undefined) {
+    throw new InvalidArgumentError(`--mode ${flags.mode} in a managed container needs --workspace HOST_DIR (mounted at ${MANAGED_WORKSPACE}): without it the workspace would be /tmp, a private writable tmpfs that no mode can confine`)
+  }
+  if (flags.workspace !== undefined) {
+    let owner
+    try {
+      owner = statSync(flags.workspace)
+    } catch {
+      throw new InvalidArgumentError(`--workspace ${flags.workspace}: no such host folder`)
+    }
+    if (!owner.isDirectory()) throw new InvalidArgumentError(`--workspace ${flags.workspace}: not a folder`)
+    if (confined && user === undefined) {
+      if (owner.uid !== 0) return resolveTarget({ ...flags, user: `${owner.uid}:${owner.gid}` })
+      if (flags.mode === 'workspace-write') {
+        throw new InvalidArgumentError(`--workspace ${flags.workspace} is owned by root, and confined shells never run as root: give the folder to the user who should write there (e.g. chown 1000:1000) or pass --user UID:GID of a user that may write it`)
+      }
+    }
   }
   const workspaceRoot = flags.workspace !== undefined ? MANAGED_WORKSPACE : remoteWorkspace(user)
   return {

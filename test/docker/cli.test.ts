@@ -4,7 +4,8 @@
  * throwaway container, proves nothing is left, and removes the container; bad targets fail
  * with a typed error and exit code 2.
  */
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import Docker from 'dockerode'
@@ -62,6 +63,40 @@ describe('dsh-remote demo', () => {
     await expect(docker.getContainer(id).inspect()).rejects.toMatchObject({ statusCode: 404 })
     expect(code).toBe(0)
   }, 120_000)
+})
+
+describe('dsh-remote interrupted', () => {
+  it('closes its world on SIGINT: the managed container is removed and the exit status is 130', async () => {
+    const managed = async (): Promise<string[]> => (await docker.listContainers({ all: true, filters: { label: ['dsh-remote-worlds.managed=true'] } })).map(info => info.Id)
+    const before = new Set(await managed())
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'run', '--script', '-'], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] })
+    // A command that keeps printing never settles by silence: the CLI is mid-send when interrupted.
+    child.stdin.end('sleep 100 &\nwhile :; do echo tick; sleep 0.2; done\n')
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+    const deadline = Date.now() + 60_000
+    while (!stdout.includes('[1] stdin_read') && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 50))
+    const ours = (await managed()).filter(id => !before.has(id))
+    expect(ours).toHaveLength(1)
+    child.kill('SIGINT')
+    const [code] = await once(child, 'exit') as [number | null]
+    expect(code).toBe(130)
+    await expect(docker.getContainer(ours[0]!).inspect()).rejects.toMatchObject({ statusCode: 404 })
+  }, 90_000)
+})
+
+describe('dsh-remote sandbox flags', () => {
+  it('refuses a confined mode in a managed container without a workspace, naming the fix', async () => {
+    const { code, stderr } = await cli(['run', '--mode', 'read-only', '--script', 'test/fixtures/agent-session-basic.txt'])
+    expect(stderr).toContain('InvalidArgumentError [INVALID_ARGUMENT]: --mode read-only in a managed container needs --workspace HOST_DIR')
+    expect(code).toBe(2)
+  })
+
+  it('refuses a workspace folder that does not exist', async () => {
+    const { code, stderr } = await cli(['run', '--workspace', '/nonexistent/dsh-remote-ws', '--script', 'test/fixtures/agent-session-basic.txt'])
+    expect(stderr).toContain('InvalidArgumentError [INVALID_ARGUMENT]: --workspace /nonexistent/dsh-remote-ws: no such host folder')
+    expect(code).toBe(2)
+  })
 })
 
 describe('dsh-remote with a bad target', () => {

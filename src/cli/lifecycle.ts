@@ -1,0 +1,69 @@
+/**
+ * CLI process lifecycle: every opened world is disposed, on success, on error, and on
+ * SIGINT/SIGTERM/SIGHUP (a Ctrl-C or a closed terminal must not leave a managed container or a
+ * remote shell running); a cleanup failure never hides the error that caused it.
+ * @module dsh-remote-worlds/cli/lifecycle
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import type { RemoteWorld } from '../backend/world.ts'
+import { type Target, openTarget } from './target.ts'
+
+const openWorlds = new Set<RemoteWorld>()
+/** How long a signal-triggered teardown may take before the CLI exits anyway (ms). */
+const SIGNAL_TEARDOWN_MS = 20_000
+
+/**
+ * Register a world for disposal on a terminating signal.
+ * @returns a function that unregisters it.
+ */
+export function trackWorld(world: RemoteWorld): () => void {
+  openWorlds.add(world)
+  return () => { openWorlds.delete(world) }
+}
+
+/**
+ * Open `target`, run `body`, and always dispose the world. When `body` failed, a disposal
+ * failure is reported on stderr and the body's error is rethrown (it names the cause).
+ */
+export async function withWorld<T>(target: Target, body: (world: RemoteWorld) => Promise<T>): Promise<T> {
+  const world = await openTarget(target)
+  const untrack = trackWorld(world)
+  let failed = false
+  try {
+    return await body(world)
+  } catch (error) {
+    failed = true
+    throw error
+  } finally {
+    untrack()
+    try {
+      await world.dispose()
+    } catch (cleanupError) {
+      if (!failed) throw cleanupError
+      process.stderr.write(`dsh-remote: cleanup after the failure also failed: ${describeError(cleanupError)}\n`)
+    }
+  }
+}
+
+/**
+ * On SIGINT, SIGTERM or SIGHUP: dispose every open world (teardown ladder, managed containers
+ * removed), bounded by 20 s, then exit with 128 + the signal number.
+ */
+export function installSignalTeardown(): void {
+  const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 }
+  for (const signal of Object.keys(numbers)) {
+    process.once(signal, () => {
+      process.stderr.write(`\ndsh-remote: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
+      const teardown = Promise.allSettled([...openWorlds].map(world => world.dispose()))
+      void Promise.race([teardown, delay(SIGNAL_TEARDOWN_MS)]).then(() => process.exit(128 + numbers[signal]!))
+    })
+  }
+}
+
+/** One line per error: name, code, message; an AggregateError lists its inner errors. */
+export function describeError(error: unknown): string {
+  const failure = error as { name?: string; code?: string; message?: string; errors?: unknown[] }
+  const head = `${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${(failure.message ?? String(error)).replaceAll('\r', '')}`
+  if (!Array.isArray(failure.errors) || failure.errors.length === 0) return head
+  return [head, ...failure.errors.map(inner => `  - ${describeError(inner).replaceAll('\n', '\n    ')}`)].join('\n')
+}
