@@ -14,6 +14,7 @@ import { openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../../src/providers/docker/docker-runtime.ts'
 import { MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
 import {
+  ControlChannelError,
   CwdNotFoundError,
   EngineUnavailableError,
   ExecutableNotFoundError,
@@ -24,7 +25,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
-import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, hangGuard, settleState, waitFor } from './helpers.ts'
+import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, hangGuard, settleState, terminalLeftovers, waitFor } from './helpers.ts'
 
 /** A runtime registered in its own cordis context, as a composition would load it. */
 interface RuntimeFixture {
@@ -304,4 +305,88 @@ describe('the container killed while a terminal is live', () => {
     const gone = await docker.getContainer(id).inspect().then(() => 'exists', (error: { statusCode?: number }) => error.statusCode)
     expect(gone).toBe(404)
   }, 90_000)
+})
+
+describe('the container paused while a terminal is live', () => {
+  // Not the container's own `sleep infinity`.
+  const SLEEP = 'sleep 20'
+
+  /** A container this test may pause (attached, so the runtime never removes it). */
+  async function pausable(): Promise<string> {
+    const container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' } })
+    created.push(container)
+    await container.start()
+    return container.id
+  }
+
+  it('handle level: a control request times out and fails the channel; terminate rejects (paused, not quiescent); after unpause a retried terminate proves nothing is left', async () => {
+    const id = await pausable()
+    const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000 })
+    try {
+      const handle = await fixture.runtime.spawnTerminal(bashSpec())
+      await outputUntil(handle, 'ps1> ')
+      await handle.write(`${SLEEP}\n`)
+      await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
+      await docker.getContainer(id).pause()
+
+      // The frozen control program does not answer: the request times out and fails the channel.
+      const probe = await expectTyped(hangGuard(handle.inspectForeground(), 15_000, 'inspect while paused'), ControlChannelError, 'CONTROL_FAILED')
+      expect(probe.message).toMatch(/^the remote control program in docker container [0-9a-f]{12} did not answer fg within 2000 ms \(frozen or stuck\); the control channel is closed$/)
+
+      // Teardown fails instead of hanging, and does not claim quiescence.
+      const refused = await expectTyped(hangGuard(handle.terminate(), 30_000, 'terminate while paused'), ControlChannelError, 'CONTROL_FAILED')
+      expect(refused.message).toBe(`docker container ${id.slice(0, 12)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+
+      await docker.getContainer(id).unpause()
+      // It told the truth: the shell and its sleep are still there.
+      expect((await terminalLeftovers(id, handle.pid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
+
+      // A retried terminate (on a fresh control channel) stops them and proves it.
+      const ended: Promise<unknown> = handle.output.readableEnded ? Promise.resolve() : once(handle.output, 'end')
+      handle.output.resume()
+      await hangGuard(handle.terminate(), 30_000, 'terminate after unpause')
+      await hangGuard(handle.done.catch(() => undefined), 15_000, 'done after terminate')
+      await hangGuard(ended, 15_000, 'output end after terminate')
+      expect(await terminalLeftovers(id, handle.pid)).toEqual([])
+    } finally {
+      await docker.getContainer(id).unpause().catch(() => undefined)
+      await hangGuard(fixture.dispose(), 30_000, 'dispose after pause')
+    }
+  }, 90_000)
+
+  it('openWorld level (the CLI path): the send settles, close rejects with a typed error, and after unpause a retried close succeeds with nothing left', async () => {
+    const id = await pausable()
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: id, controlTimeoutMs: 2_000 }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 5_000 } })
+    let shellPid: number | undefined
+    try {
+      const shell = await world.open()
+      const operation = shell.startSend(SLEEP)
+      await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
+      shellPid = (await containerProcesses(id)).find(row => row.cmdline === SLEEP)!.session
+      await docker.getContainer(id).pause()
+      const outcome = await hangGuard(operation.done.then(result => ({ result }), (error: unknown) => ({ error })), 30_000, 'send while paused')
+      // The send's foreground probe timed out: the send rejects with the channel's failure.
+      expect('error' in outcome).toBe(true)
+      const sendError = (outcome as { error: unknown }).error
+      expect(sendError).toBeInstanceOf(ControlChannelError)
+      expect((sendError as Error).message).toBe(`the remote control program in docker container ${id.slice(0, 12)} did not answer fg within 2000 ms (frozen or stuck); the control channel is closed`)
+      const closeError = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close while paused')
+      // terminal-bash wraps the handle's rejection; the cause is the typed, truthful refusal.
+      expect(closeError).toBeInstanceOf(Error)
+      expect((closeError as Error).message).toBe('PTY cleanup failed (model request)')
+      const cause = (closeError as Error).cause
+      expect(cause).toBeInstanceOf(ControlChannelError)
+      expect((cause as ControlChannelError).code).toBe('CONTROL_FAILED')
+      expect((cause as Error).message).toBe(`docker container ${id.slice(0, 12)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+      await docker.getContainer(id).unpause()
+      expect((await terminalLeftovers(id, shellPid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
+      const retry = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close after unpause')
+      expect(retry).toBeUndefined()
+      expect(await terminalLeftovers(id, shellPid)).toEqual([])
+    } finally {
+      await docker.getContainer(id).unpause().catch(() => undefined)
+      await hangGuard(world.dispose().catch(() => undefined), 30_000, 'dispose after pause')
+    }
+    expect(await terminalLeftovers(id, shellPid!)).toEqual([])
+  }, 120_000)
 })

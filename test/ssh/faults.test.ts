@@ -25,7 +25,7 @@ import {
   UnknownHostKeyError,
 } from '../../src/providers/ssh/errors.ts'
 import { type SshRuntimeConfig, type SshRuntimeExtras, SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
-import { hangGuard, terminalLeftovers, waitFor } from '../docker/helpers.ts'
+import { execIn, hangGuard, terminalLeftovers, waitFor } from '../docker/helpers.ts'
 import { type SshdWorld, freePort, generateKeyPair, startSshdWorld } from '../helpers/sshd-world.ts'
 
 let sshd: SshdWorld
@@ -274,4 +274,27 @@ describe('a connection lost mid-send', () => {
       if (paused) await sshd.unpause()
     }
   }, 60_000)
+})
+
+describe('a stuck control program (SIGSTOP) cannot hang a terminal teardown', () => {
+  it('the request times out and fails the channel; terminate recovers on a fresh connection and proves nothing is left', async () => {
+    const ctx = new Context()
+    const runtime = new SshSubprocessRuntime(ctx, config())
+    try {
+      const handle = await runtime.spawnTerminal({ argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/', env: { TERM: 'dumb', PS1: 'ps1> ' }, rows: 24, cols: 80, graceMs: 500 })
+      handle.output.resume()
+      await handle.write('sleep 100\n')
+      await waitFor(async () => (await terminalLeftovers(sshd.containerId, handle.pid)).some(row => row.cmdline === 'sleep 100'), found => found)
+      const stuck = await runtime.control()
+      const stopped = await execIn(sshd.containerId, ['kill', '-STOP', String(stuck.info.pid)])
+      expect(stopped.exitCode).toBe(0)
+      // Default request bound (10 s): the hang guard is far above it.
+      await hangGuard(handle.terminate(), 60_000, 'terminate with a stopped control program')
+      expect(stuck.alive).toBe(false)
+      expect(await terminalLeftovers(sshd.containerId, handle.pid)).toEqual([])
+      await execIn(sshd.containerId, ['kill', '-CONT', String(stuck.info.pid)])
+    } finally {
+      await hangGuard(runtime.dispose(), 30_000, 'dispose')
+    }
+  }, 90_000)
 })

@@ -8,6 +8,7 @@ import Docker from 'dockerode'
 import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
+import { ControlChannelError } from '../remote/errors.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
@@ -27,6 +28,12 @@ export const DockerRuntimeConfig = z.object({
   user: z.string().min(1).optional(),
   /** Docker engine socket; default: dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
   socketPath: z.string().min(1).optional(),
+  /**
+   * Reply bound of each control-channel request, in ms (default 10 000). A request that times
+   * out (a paused container, a stuck control program) fails the channel, so a teardown fails
+   * instead of hanging.
+   */
+  controlTimeoutMs: positiveInt.optional(),
   /**
    * The sandbox policy a MANAGED container is created from (src/sandbox/docker-policy.ts);
    * openWorld sets it from its mode and workspace root. Ignored for creation when attaching
@@ -104,7 +111,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
    */
   protected openWorld(): Promise<DockerWorld> {
     const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
-    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions })
+    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs })
   }
 
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
@@ -135,8 +142,10 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
       control,
       where: world.describe(user),
       open: script => world.openTerminal(script, user),
-      // Not just `running()`: a killed container still shows Running for a moment (see alive()).
-      worldEnded: async () => !(await world.alive(user)),
+      // Not `!alive()`: a paused container has not ended (see ended()).
+      worldEnded: () => world.ended(user),
+      // A failed channel (a request timed out) is replaced for the teardown; a paused container refuses.
+      recoverControl: () => world.recoverControl(user),
       onTerminated: this.forgetTerminal,
     })
     return this.adoptTerminal(handle)
@@ -166,8 +175,9 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
         return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
       },
       open: (script, options) => opened!.openProcess(script, user, options),
-      // Not just `running()`: a killed container still shows Running for a moment (see alive()).
-      worldEnded: async () => opened === undefined ? false : !(await opened.alive(user)),
+      // Not `!alive()`: a paused container has not ended (see ended()).
+      worldEnded: async () => opened === undefined ? false : opened.ended(user),
+      recoverControl: () => opened === undefined ? Promise.reject(new ControlChannelError(`${this.describe()}: no world was opened`)) : opened.recoverControl(user),
     })
   }
 

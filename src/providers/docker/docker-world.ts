@@ -19,6 +19,7 @@ import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { ControlChannel } from '../remote/control-channel.ts'
 import { parseEnvEntries } from '../remote/environment.ts'
 import {
+  ControlChannelError,
   EngineUnavailableError,
   RemoteWorldError,
   TargetNotFoundError,
@@ -53,7 +54,12 @@ export interface DockerWorldOptions extends DockerTarget {
    * (`sleep infinity` under the engine's init, NetworkMode `none`). Used by the sandbox mapping.
    */
   create?: Docker.ContainerCreateOptions | undefined
+  /** Reply bound of each control request, in ms (see ControlChannelOptions.requestTimeoutMs). */
+  controlRequestTimeoutMs?: number | undefined
 }
+
+/** The engine's view of the container: `unknown` when the engine does not answer. */
+export type ContainerState = 'running' | 'paused' | 'ended' | 'unknown'
 
 /** Map a dockerode/engine error to this package's typed errors. */
 export function engineError(error: unknown, what: string): RemoteWorldError {
@@ -91,8 +97,10 @@ export class DockerWorld {
   readonly inspectInfo: Docker.ContainerInspectInfo
   private readonly controls = new Map<string, Promise<ControlChannel>>()
   private disposed = false
+  private readonly controlRequestTimeoutMs: number | undefined
 
-  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: boolean) {
+  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: boolean, controlRequestTimeoutMs: number | undefined) {
+    this.controlRequestTimeoutMs = controlRequestTimeoutMs
     this.docker = docker
     this.containerId = info.Id
     this.managed = managed
@@ -119,7 +127,7 @@ export class DockerWorld {
         throw engineError(error, `docker container ${options.container}`)
       }
       assertRunning(info, options.container)
-      return new DockerWorld(docker, info, false)
+      return new DockerWorld(docker, info, false, options.controlRequestTimeoutMs)
     }
     const image = options.image!
     let container: Docker.Container
@@ -140,7 +148,7 @@ export class DockerWorld {
       await container.start()
       const info = await container.inspect()
       assertRunning(info, image)
-      return new DockerWorld(docker, info, true)
+      return new DockerWorld(docker, info, true, options.controlRequestTimeoutMs)
     } catch (error) {
       await container.remove({ force: true }).catch(() => undefined)
       throw engineError(error, `managed container from ${image}`)
@@ -186,7 +194,7 @@ export class DockerWorld {
           stream.end()
           setTimeout(() => stream.destroy(), 1_000).unref()
         },
-      }, this.describe(user))
+      }, this.describe(user), { requestTimeoutMs: this.controlRequestTimeoutMs })
     })()
     this.controls.set(key, started)
     started.catch(() => { if (this.controls.get(key) === started) this.controls.delete(key) })
@@ -325,6 +333,72 @@ export class DockerWorld {
       clearTimeout(timer)
     })
     return result === 'frozen' ? await this.running() : result
+  }
+
+  /**
+   * The engine's state of the container. Docker reports a paused container as Running AND
+   * Paused: its processes are frozen, not gone.
+   */
+  async state(): Promise<ContainerState> {
+    try {
+      const info = await this.docker.getContainer(this.containerId).inspect()
+      if (!info.State.Running) return 'ended'
+      return info.State.Paused ? 'paused' : 'running'
+    } catch (error) {
+      return (error as { statusCode?: number }).statusCode === 404 ? 'ended' : 'unknown'
+    }
+  }
+
+  /**
+   * True when nothing can still run in the container, so a dead control channel leaves nothing
+   * to stop (the `worldEnded` hook of its terminals and processes). A PAUSED container has not
+   * ended: its processes resume on unpause. Not just `state()`: a killed container shows
+   * Running for a moment after its execs died (see {@link alive}), so a Running one that does
+   * not answer is asked again; a pause or unpause between the looks is seen by the next one.
+   * An engine that does not answer counts as ended, as before (nothing can be proven either way).
+   */
+  async ended(user: string | undefined): Promise<boolean> {
+    for (let look = 0; look < 3; look += 1) {
+      const state = await this.state()
+      if (state === 'paused') return false
+      if (state !== 'running') return true
+      if (await this.alive(user)) return false
+    }
+    // Still shown Running and unpaused, yet no control program can start or answer: the
+    // engine lags behind a kill (alive() above).
+    return true
+  }
+
+  /**
+   * A fresh control channel for a teardown whose channel failed (e.g. a request timed out):
+   * the `recoverControl` hook of terminals and processes.
+   * @throws ControlChannelError when the container is paused (its processes are frozen, so
+   *   nothing can be stopped and quiescence cannot be proven until it is unpaused), or when it
+   *   stopped (then {@link ended} is true, and nothing is left to stop).
+   */
+  async recoverControl(user: string | undefined): Promise<ControlChannel> {
+    const paused = (): ControlChannelError => new ControlChannelError(`${this.describe(user)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+    const state = await this.state()
+    if (state === 'paused') throw paused()
+    if (state === 'ended') throw new ControlChannelError(`${this.describe(user)} is not running: no control channel can start`)
+    // A fresh exec in a dying or freezing container may neither start nor fail until the
+    // engine catches up: the engine's own state answers first then (as in alive()).
+    let settled = false
+    const watch = (async (): Promise<never> => {
+      for (;;) {
+        await delay(50)
+        if (settled) return new Promise<never>(() => undefined)
+        const now = await this.state()
+        if (settled) return new Promise<never>(() => undefined)
+        if (now === 'paused') throw paused()
+        if (now === 'ended') throw new ControlChannelError(`${this.describe(user)} stopped while a control channel started`)
+      }
+    })()
+    try {
+      return await Promise.race([this.control(user), watch])
+    } finally {
+      settled = true
+    }
   }
 
   /** True while the container runs (false when stopped, paused, removed, or the engine is gone). */

@@ -93,9 +93,23 @@ export interface ControlTransport {
 }
 
 const READY_TIMEOUT_MS = 15_000
+/** Default bound of one request's reply, see {@link ControlChannelOptions.requestTimeoutMs}. */
+export const DEFAULT_CONTROL_REQUEST_TIMEOUT_MS = 10_000
 /** Output a login may print before the program's READY line (bytes). */
 const PREAMBLE_MAX_BYTES = 64 * 1024
 const TOKEN = /^[A-Za-z0-9_:.,/-]+$/
+
+/** Options of {@link ControlChannel.open}. */
+export interface ControlChannelOptions {
+  /**
+   * How long one request may wait for its reply once sent, in ms (default
+   * {@link DEFAULT_CONTROL_REQUEST_TIMEOUT_MS}). Every operation is a few builtins or one fork,
+   * so no healthy program comes near it; a program that does not answer is frozen (a paused
+   * container, a stopped process) or stuck. A request that times out FAILS THE CHANNEL: a
+   * program that missed one reply cannot be trusted to answer the next in order.
+   */
+  requestTimeoutMs?: number | undefined
+}
 
 /**
  * One live control program. All methods reject with {@link ControlChannelError} once the
@@ -111,10 +125,14 @@ export class ControlChannel {
   private buffered = ''
   private failure: ControlChannelError | undefined
   private readonly closedPromise = Promise.withResolvers<void>()
+  private readonly where: string
+  private readonly requestTimeoutMs: number
 
-  private constructor(transport: ControlTransport, info: ControlInfo, rest: string) {
+  private constructor(transport: ControlTransport, info: ControlInfo, rest: string, where: string, requestTimeoutMs: number) {
     this.transport = transport
     this.info = info
+    this.where = where
+    this.requestTimeoutMs = requestTimeoutMs
     this.buffered = rest
     transport.stdout.on('data', this.onData)
     transport.stdout.once('end', () => this.fail(new ControlChannelError('the remote control program ended')))
@@ -128,10 +146,14 @@ export class ControlChannel {
    * @param transport - stdin/stdout of a freshly started remote `sh` (e.g. `sh -s` or `sh -c 'eval ...'`)
    *   that reads its program from stdin.
    * @param where - world description for error messages.
+   * @param options - see {@link ControlChannelOptions}.
    * @returns the live channel.
    * @throws ControlChannelError when the program does not start within 15 s or the stream ends first.
+   * @throws InvalidArgumentError for a request timeout that is not a positive integer.
    */
-  static async open(transport: ControlTransport, where: string): Promise<ControlChannel> {
+  static async open(transport: ControlTransport, where: string, options: ControlChannelOptions = {}): Promise<ControlChannel> {
+    const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_CONTROL_REQUEST_TIMEOUT_MS
+    if (!Number.isInteger(requestTimeoutMs) || requestTimeoutMs <= 0) throw new InvalidArgumentError(`control request timeout must be a positive integer (ms): ${requestTimeoutMs}`)
     const ready = Promise.withResolvers<ControlChannel>()
     let text = ''
     const onData = (chunk: Buffer): void => {
@@ -146,7 +168,7 @@ export class ControlChannel {
         if (match === null) continue
         cleanup()
         const home = match[4] === '-' ? undefined : Buffer.from(match[4]!, 'hex').toString('utf8')
-        ready.resolve(new ControlChannel(transport, { uid: Number(match[1]), arch: match[2]!, pid: Number(match[3]), home }, text.slice(start)))
+        ready.resolve(new ControlChannel(transport, { uid: Number(match[1]), arch: match[2]!, pid: Number(match[3]), home }, text.slice(start), where, requestTimeoutMs))
         return
       }
       if (text.length > PREAMBLE_MAX_BYTES) {
@@ -199,20 +221,37 @@ export class ControlChannel {
    * @param args - tokens (digits, letters, `:,./_-`); anything else is rejected before sending.
    * @returns the reply's fields after the id: `[status, ...fields]`.
    * @throws InvalidArgumentError for a token that would break the line protocol.
-   * @throws ControlChannelError when the channel is gone.
+   * @throws ControlChannelError when the channel is gone, or when no reply came within the
+   *   request timeout (which fails the channel; see {@link ControlChannelOptions.requestTimeoutMs}).
    */
   request(op: string, args: readonly (string | number)[] = []): Promise<string[]> {
     const tokens = [op, ...args.map(String)]
     for (const token of tokens) {
       if (!TOKEN.test(token)) throw new InvalidArgumentError(`control request token is not protocol-safe: ${JSON.stringify(token)}`)
     }
+    return this.send(op, id => `${id} ${tokens.join(' ')}\n`)
+  }
+
+  /**
+   * Queue one request: once it is the one in flight, write it and wait for its reply, at most
+   * the request timeout (the clock starts at the write, so a queue behind a slow request does
+   * not count against the ones waiting).
+   */
+  private send(op: string, encode: (id: number) => string | Buffer): Promise<string[]> {
     return this.queue.add(async () => {
       if (this.failure !== undefined) throw this.failure
       const id = this.nextId++
       const reply = Promise.withResolvers<string[]>()
       this.pending.set(id, reply)
-      this.transport.stdin.write(`${id} ${tokens.join(' ')}\n`)
-      return reply.promise
+      const timer = setTimeout(() => {
+        this.fail(new ControlChannelError(`the remote control program in ${this.where} did not answer ${op} within ${this.requestTimeoutMs} ms (frozen or stuck); the control channel is closed`))
+      }, this.requestTimeoutMs)
+      try {
+        this.transport.stdin.write(encode(id))
+        return await reply.promise
+      } finally {
+        clearTimeout(timer)
+      }
     }) as Promise<string[]>
   }
 
@@ -229,14 +268,7 @@ export class ControlChannel {
     for (const token of tokens) {
       if (!TOKEN.test(token)) throw new InvalidArgumentError(`control request token is not protocol-safe: ${JSON.stringify(token)}`)
     }
-    return this.queue.add(async () => {
-      if (this.failure !== undefined) throw this.failure
-      const id = this.nextId++
-      const reply = Promise.withResolvers<string[]>()
-      this.pending.set(id, reply)
-      this.transport.stdin.write(Buffer.from(`${id} ${tokens.join(' ')}\n${lines.map(line => `${line}\n`).join('')}`, 'utf8'))
-      return reply.promise
-    }) as Promise<string[]>
+    return this.send(op, id => Buffer.from(`${id} ${tokens.join(' ')}\n${lines.map(line => `${line}\n`).join('')}`, 'utf8'))
   }
 
   /**
