@@ -64,6 +64,18 @@ export interface RemoteTerminalStart {
   onTerminated?: ((handle: RemoteTerminalHandle) => void) | undefined
 }
 
+/**
+ * Transport output is coalesced before it reaches `output`: chunks are held until this many
+ * bytes are pending, or until {@link OUTPUT_COALESCE_MS} after the first held chunk. An SSH
+ * channel delivers PTY output in many small chunks (one per SSH packet, ~4 KiB), and
+ * terminal-bash's per-chunk cost grows with its buffer (BoundedTextBuffer.append scans up to
+ * 256 KiB per append): per-packet appends starved the event loop (`seq 1 100000` took seconds,
+ * `seq 1 300000` could lose the connection to ssh2's keepalive).
+ */
+export const OUTPUT_COALESCE_BYTES = 64 * 1024
+/** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
+export const OUTPUT_COALESCE_MS = 2
+
 const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
   SIGINT: 'INT', SIGTERM: 'TERM', SIGKILL: 'KILL', SIGTSTP: 'TSTP', SIGHUP: 'HUP',
 }
@@ -161,6 +173,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private exited = false
   private closing = false
   private cleanup: Promise<void> | undefined
+  /** Transport chunks not yet written to `output`, in arrival order. */
+  private pending: Buffer[] = []
+  private pendingBytes = 0
+  private flushTimer: NodeJS.Timeout | undefined
 
   /** @internal Use {@link startRemoteTerminal}. */
   constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, rest: Buffer) {
@@ -170,14 +186,19 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.pid = identity.pid
     if (rest.length > 0) this.output.write(rest)
     const outputEnded = Promise.withResolvers<void>()
-    transport.output.on('data', (chunk: Buffer) => this.output.write(chunk))
-    transport.output.once('end', () => outputEnded.resolve())
-    transport.output.once('close', () => outputEnded.resolve())
-    transport.output.once('error', () => outputEnded.resolve())
+    // Everything held is delivered before `done` settles and before `output` ends.
+    const ended = (): void => {
+      this.flush()
+      outputEnded.resolve()
+    }
+    transport.output.on('data', (chunk: Buffer) => this.hold(chunk))
+    transport.output.once('end', ended)
+    transport.output.once('close', ended)
+    transport.output.once('error', ended)
     transport.output.resume()
     this.done = outputEnded.promise.then(() => transport.exit()).finally(() => {
       this.exited = true
-      this.output.end()
+      this.endOutput()
     })
     // `done` rejects only for a live transport failure; callers attach their own handlers.
     this.done.catch(() => undefined)
@@ -258,9 +279,38 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.transport.close()
     if (!this.exited) {
       this.exited = true
-      this.output.end()
+      this.endOutput()
     }
     this.start.onTerminated?.(this)
+  }
+
+  /** Hold a transport chunk for coalescing; flush at the size bound or after the short delay. */
+  private hold(chunk: Buffer): void {
+    if (chunk.length === 0) return
+    this.pending.push(chunk)
+    this.pendingBytes += chunk.length
+    if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) this.flush()
+    else this.flushTimer ??= setTimeout(() => this.flush(), OUTPUT_COALESCE_MS)
+  }
+
+  /** Write every held chunk to `output` as one chunk, in order. */
+  private flush(): void {
+    if (this.flushTimer !== undefined) {
+      clearTimeout(this.flushTimer)
+      this.flushTimer = undefined
+    }
+    if (this.pending.length === 0) return
+    const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
+    this.pending = []
+    this.pendingBytes = 0
+    // Bytes arriving after `output` ended (a transport closed by terminate) have no reader.
+    if (!this.output.writableEnded) this.output.write(data)
+  }
+
+  /** Deliver what is held, then end `output` (idempotent). */
+  private endOutput(): void {
+    this.flush()
+    if (!this.output.writableEnded) this.output.end()
   }
 
   private track<T>(promise: Promise<T>): Promise<T> {
