@@ -44,7 +44,9 @@ ensure_engine() {
       log "no Docker engine answers on the default socket and dockerd needs root to start"; return 1
     fi
     log "starting dockerd (log: $STATE/dockerd.log)"
-    nohup dockerd >"$STATE/dockerd.log" 2>&1 </dev/null &
+    # Its own session: a Ctrl-C (SIGINT to the caller's process group) or the caller's end must
+    # not take the engine down with it.
+    setsid nohup dockerd >"$STATE/dockerd.log" 2>&1 </dev/null &
     for _ in $(seq 1 120); do
       if engine_answers; then log "engine up"; return 0; fi
       sleep 0.5
