@@ -60,10 +60,13 @@ export function installSignalTeardown(): void {
   }
 }
 
-/** One line per error: name, code, message; an AggregateError lists its inner errors. */
+/** One line per error: name, code, message; inner errors of an AggregateError and `cause` chains follow, indented. */
 export function describeError(error: unknown): string {
   const failure = error as { name?: string; code?: string; message?: string; errors?: unknown[] }
   const head = `${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${(failure.message ?? String(error)).replaceAll('\r', '')}`
-  if (!Array.isArray(failure.errors) || failure.errors.length === 0) return head
-  return [head, ...failure.errors.map(inner => `  - ${describeError(inner).replaceAll('\n', '\n    ')}`)].join('\n')
+  const cause = (error as { cause?: unknown }).cause
+  const lines = [head]
+  if (Array.isArray(failure.errors)) lines.push(...failure.errors.map(inner => `  - ${describeError(inner).replaceAll('\n', '\n    ')}`))
+  if (cause !== undefined) lines.push(`  caused by: ${describeError(cause).replaceAll('\n', '\n  ')}`)
+  return lines.join('\n')
 }

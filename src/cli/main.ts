@@ -109,5 +109,7 @@ targetOptions(program.command('doctor'))
 installSignalTeardown()
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`dsh-remote: ${describeError(error)}\n`)
-  process.exitCode = 2
+  // A world whose teardown failed (e.g. a paused container) may still hold sockets open;
+  // the error is reported and the world's state named in it, so the CLI ends here.
+  process.exit(2)
 })
