@@ -408,13 +408,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     try {
       facts = await transport.exit()
     } catch (error) {
-      this.settled = true
-      this.finishStreams()
-      transport.close()
-      this.cleanupAbort()
-      // The transport broke but the world did not (a lost SSH connection): the tree may run on
-      // with nobody reading it. Stop it (the ladder reconnects through recoverControl).
-      this.terminate()
+      this.abandon(transport)
       throw error
     }
     this.out.collector?.invalidateSpill()
@@ -442,15 +436,23 @@ export class RemoteProcessHandle implements SubprocessHandle {
     try {
       facts = await transport.exit()
     } catch (error) {
-      this.settled = true
-      this.finishStreams()
-      transport.close()
-      this.cleanupAbort()
-      // A lost connection: the program may run on. Stop it through a reconnected control channel.
-      this.terminate()
+      this.abandon(transport)
       throw error
     }
     return this.settle(facts)
+  }
+
+  /**
+   * The transport broke but the world did not (a lost SSH connection): settle the streams and
+   * stop the tree, which may run on with nobody reading it (the ladder reconnects through
+   * recoverControl).
+   */
+  private abandon(transport: ProcessTransport): void {
+    this.settled = true
+    this.finishStreams()
+    transport.close()
+    this.cleanupAbort()
+    this.terminate()
   }
 
   /** Hand bytes to a stream's sink, holding the source while a pipe consumer is full. */
