@@ -7,7 +7,8 @@ import type { DockerSubprocessRuntime } from '../providers/docker/docker-runtime
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { trackWorld } from './lifecycle.ts'
 import { parseScript } from './script.ts'
-import { DEFAULT_IMAGE, openTarget, resolveTarget } from './target.ts'
+import { openWorld } from '../backend/world.ts'
+import { DEFAULT_IMAGE, resolveTarget } from './target.ts'
 
 /** The demo's session: what an agent typically does, each step showing a readiness fact. */
 export const DEMO_SCRIPT = `# write and run code
@@ -35,8 +36,9 @@ jobs
 export async function runDemo(write: (text: string) => void, image = DEFAULT_IMAGE): Promise<boolean> {
   const target = resolveTarget({ image, user: 'agent', cwd: '/tmp' })
   write(`dsh-remote demo: preparing the Docker engine and ${image} ...\n`)
+  await target.prepare()
   const openedAt = performance.now()
-  const world = await openTarget(target)
+  const world = await openWorld({ ...target.world })
   const untrack = trackWorld(world)
   let clean = false
   try {
