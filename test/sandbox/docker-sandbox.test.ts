@@ -12,7 +12,8 @@ import { openWorld, type RemoteWorld, type TerminalTuning } from '../../src/back
 import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../../src/providers/docker/docker-runtime.ts'
 import { SANDBOX_LOGGER, sandboxReportOf } from '../../src/sandbox/companion.ts'
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.ts'
-import { AGENT_UID, docker, execIn, hostWorkspace, IMAGE, run, startContainer } from './helpers.ts'
+import { execIn } from '../docker/helpers.ts'
+import { AGENT_UID, docker, hostWorkspace, IMAGE, run, startContainer } from './helpers.ts'
 
 type Mode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
@@ -200,7 +201,7 @@ describe('Docker limits, network and capabilities of a confined container', () =
     expect(await run(terminal, 'mount -t tmpfs none /mnt')).toBe('mount: /mnt: must be superuser to use mount.\n       dmesg(1) may have more information after failed mount system call.')
     await terminal.close()
     // uid 0 in the same container (a plain exec) holds nothing either: CapDrop ALL empties the bounding set.
-    expect(await execIn(containerOf(world), ['sh', '-c', 'exec 2>&1; id -u; grep CapBnd /proc/self/status; chown 1000 /tmp; mount -t tmpfs none /mnt'], '0')).toBe(
+    expect((await execIn(containerOf(world), ['sh', '-c', 'exec 2>&1; id -u; grep CapBnd /proc/self/status; chown 1000 /tmp; mount -t tmpfs none /mnt'], '0')).stdout).toBe(
       '0\nCapBnd:\t0000000000000000\nchown: changing ownership of \'/tmp\': Operation not permitted\nmount: /mnt: permission denied.\n       dmesg(1) may have more information after failed mount system call.\n',
     )
   })
@@ -224,7 +225,7 @@ describe('attached containers are inspected', () => {
     expect(failure).toBeInstanceOf(SandboxUnavailableError)
     expect((failure as Error).message.endsWith(`Runner failure: docker container ${plain.id.slice(0, 12)} does not enforce read-only for workspace /root: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`)).toBe(true)
     // Nothing but init, the container's command and the control channel ever ran: no bash.
-    expect((await execIn(plain.id, ['ps', '-e', '-o', 'comm=', '--sort', 'pid'])).trim().split('\n')).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
+    expect((await execIn(plain.id, ['ps', '-e', '-o', 'comm=', '--sort', 'pid'])).stdout.trim().split('\n')).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
     expect(logLines(world)).toEqual([`info: WARNING: sandbox mode read-only cannot be enforced in docker container ${plain.id.slice(0, 12)} (attached); terminals will fail closed: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`])
   })
 

@@ -4,7 +4,6 @@
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
 import Docker from 'dockerode'
 import { expect } from 'vitest'
 import type { WorldTerminal } from '../../src/backend/world.ts'
@@ -38,22 +37,6 @@ export async function run(terminal: WorldTerminal, command: string): Promise<str
   expect(viewport.startsWith(`${command}\n`)).toBe(true)
   expect(viewport.endsWith('dsh> ')).toBe(true)
   return viewport.slice(command.length + 1, -'dsh> '.length).replace(/\n$/, '')
-}
-
-/** Run `cmd` in a container with a plain (non-terminal) exec and collect stdout+stderr. */
-export async function execIn(containerId: string, cmd: string[], user?: string): Promise<string> {
-  const exec = await docker.getContainer(containerId).exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
-  const stream = await exec.start({ hijack: true, stdin: false })
-  const sink = new PassThrough()
-  const chunks: Buffer[] = []
-  sink.on('data', (chunk: Buffer) => chunks.push(chunk))
-  docker.modem.demuxStream(stream, sink, sink)
-  await new Promise<void>((resolve, reject) => {
-    stream.once('end', resolve)
-    stream.once('close', resolve)
-    stream.once('error', reject)
-  })
-  return Buffer.concat(chunks).toString('utf8')
 }
 
 /** Create and start a container the tests attach to (removed by the returned function). */
