@@ -6,7 +6,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import type { RemoteWorld } from '../backend/world.ts'
-import { sessionMembers } from '../providers/remote/teardown.ts'
+import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
 
 /** One doctor finding. */
@@ -90,13 +90,13 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
 
     await terminal.write('sh -c \'trap "" TERM; sleep 300\' & sleep 300 & kill -STOP $!\r')
     await delay(300)
-    const before = sessionMembers(await control.processTable(), { pid: shell, starttime: 0 }).length
+    const before = (await sessionLeftovers(world, shell)).length
     const started = performance.now()
     await terminal.terminate()
     const ms = performance.now() - started
-    const after = sessionMembers(await control.processTable(), { pid: shell, starttime: 0 })
+    const after = await sessionLeftovers(world, shell)
     terminal = undefined
-    checks.push({ name: 'teardown proof', ok: after.length === 0, detail: after.length === 0 ? `${before} session members (a TERM-ignoring child and a stopped job included) stopped and proven gone in ${ms.toFixed(0)} ms` : `survivors: ${after.map(member => member.pid).join(', ')}` })
+    checks.push({ name: 'teardown proof', ok: after.length === 0, detail: after.length === 0 ? `${before} session members (a TERM-ignoring child and a stopped job included) stopped and proven gone in ${ms.toFixed(0)} ms` : `survivors (pid:state): ${after.join(', ')}` })
   } catch (error) {
     checks.push({ name: 'terminal', ok: false, detail: `could not run the checks: ${(error as Error).message}` })
   } finally {

@@ -403,12 +403,7 @@ export class DockerWorld {
 
   /** True while the container runs (false when stopped, paused, removed, or the engine is gone). */
   async running(): Promise<boolean> {
-    try {
-      const info = await this.docker.getContainer(this.containerId).inspect()
-      return info.State.Running && !info.State.Paused
-    } catch {
-      return false
-    }
+    return (await this.state()) === 'running'
   }
 
   /**

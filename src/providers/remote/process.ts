@@ -398,10 +398,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     if (await this.start.worldEnded().catch(() => false)) {
       this.out.collector?.invalidateSpill()
       this.err.collector?.invalidateSpill()
-      this.settled = true
-      this.finishStreams()
-      transport.close()
-      this.cleanupAbort()
+      this.settleBroken(transport)
       throw new TransportError(`${where}: the world ended while the process was running`)
     }
     let facts: SubprocessOutcome
@@ -448,11 +445,16 @@ export class RemoteProcessHandle implements SubprocessHandle {
    * recoverControl).
    */
   private abandon(transport: ProcessTransport): void {
+    this.settleBroken(transport)
+    this.terminate()
+  }
+
+  /** Settle without exit facts: end the streams, release the transport and the abort listener. */
+  private settleBroken(transport: ProcessTransport): void {
     this.settled = true
     this.finishStreams()
     transport.close()
     this.cleanupAbort()
-    this.terminate()
   }
 
   /** Hand bytes to a stream's sink, holding the source while a pipe consumer is full. */
