@@ -219,6 +219,10 @@ export class DockerWorld {
         ...(options.user !== undefined ? { User: options.user } : {}),
       })
       const stream = await exec.start({ hijack: true, stdin: options.stdin ?? true, Tty: options.tty } as Docker.ExecStartOptions)
+      // Attached here, where the socket is handed over: an unheard 'error' (a reset engine
+      // connection) would throw. Bytes and the end need no such care: the socket's Readable
+      // buffers them until the caller reads, and exit facts come from ExecInspect, not events.
+      stream.on('error', () => undefined)
       if ('setNoDelay' in stream && typeof stream.setNoDelay === 'function') stream.setNoDelay(true)
       return { exec, stream }
     } catch (error) {

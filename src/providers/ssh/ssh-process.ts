@@ -3,10 +3,9 @@
  * separate natively, as the world-neutral process handle's transport (remote/process.ts).
  * @module dsh-remote-worlds/providers/ssh/ssh-process
  */
-import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
-import type { ClientChannel } from 'ssh2'
 import { TransportError } from '../remote/errors.ts'
 import type { ProcessTransport } from '../remote/process.ts'
+import type { SshExecChannel } from './exec-channel.ts'
 import type { SshConnection, SshWorld } from './ssh-world.ts'
 
 /**
@@ -19,36 +18,22 @@ import type { SshConnection, SshWorld } from './ssh-world.ts'
  */
 export async function openSshProcess(world: SshWorld, script: string, options: { stdin: boolean }): Promise<ProcessTransport> {
   let connection: SshConnection | undefined
-  const channel = await world.withSlot(async lease => {
+  const opened = await world.withSlot(async lease => {
     connection = lease.connection
     return lease.exec(script)
   })
-  return processTransport(channel, connection!, options.stdin)
+  return processTransport(opened, connection!, options.stdin)
 }
 
-function processTransport(channel: ClientChannel, connection: SshConnection, stdin: boolean): ProcessTransport {
-  let outcome: SubprocessOutcome | undefined
-  const exited = Promise.withResolvers<SubprocessOutcome>()
-  exited.promise.catch(() => undefined)
-  channel.once('exit', (code: number | null, signal?: string) => {
-    outcome = signal !== undefined && signal !== null
-      ? { exitCode: null, signal: (signal.startsWith('SIG') ? signal : `SIG${signal}`) as NodeJS.Signals }
-      : { exitCode: code ?? null, signal: null }
-    exited.resolve(outcome)
-  })
-  channel.on('error', () => undefined)
-  const closed = new Promise<void>(resolve => channel.once('close', () => {
-    exited.reject(new TransportError(`${connection.where}: the channel closed without an exit status`))
-    resolve()
-  }))
+function processTransport({ channel, exited, closed }: SshExecChannel, connection: SshConnection, stdin: boolean): ProcessTransport {
   if (!stdin) channel.end()
   return {
     stdout: channel,
     stderr: channel.stderr,
     stdin: stdin ? channel : undefined,
-    exited: exited.promise,
+    exited,
     exit: async () => {
-      await closed
+      const outcome = await closed
       if (outcome !== undefined) return outcome
       throw new TransportError(`${connection.where}: lost the process: ${connection.alive ? 'the channel closed without an exit status' : connection.lossReason()}`)
     },

@@ -13,12 +13,12 @@
  */
 import { PassThrough } from 'node:stream'
 import PQueue from 'p-queue'
-import type { Client, ClientChannel } from 'ssh2'
-import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import type { Client } from 'ssh2'
 import { ControlChannel } from '../remote/control-channel.ts'
-import { RemoteWorldError, TransportError, WorldClosedError } from '../remote/errors.ts'
+import { TransportError, WorldClosedError } from '../remote/errors.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { type HostLookup, type SshHop, type SshTimings, connectSsh } from './connect.ts'
+import { ChannelRefusedError, type PtyRequest, type SshExecChannel, openExecChannel } from './exec-channel.ts'
 import { describeTarget } from './target.ts'
 
 /** Variables a shell sets for itself: not part of what the login gives a new process (exported for the runtime's env lookups). */
@@ -55,16 +55,6 @@ export interface SshPoolStats {
   maxSessions: number
 }
 
-/**
- * The server refused to open a session channel (`Channel open failure`): this connection has
- * reached the server's MaxSessions. The caller takes a slot on another connection.
- */
-export class ChannelRefusedError extends RemoteWorldError {
-  constructor(where: string, options?: { cause?: unknown }) {
-    super('SPAWN_FAILED', `${where}: the server refused another session channel on this connection (MaxSessions reached)`, options)
-  }
-}
-
 /** One authenticated connection with its control channel. */
 export class SshConnection {
   /** The login's ambient environment as the control program received it (shell-own variables removed). */
@@ -96,7 +86,7 @@ export class SshConnection {
     // After the handshake ssh2 reports a lost connection as 'error' (e.g. Keepalive timeout), then 'close'.
     client.on('error', (error: Error) => { lastError = error })
     try {
-      const channel = await exec(client, 'sh -s', undefined, where)
+      const { channel } = await openExecChannel(client, 'sh -s', undefined, where)
       channel.stderr.resume()
       const control = await ControlChannel.open({
         stdin: channel,
@@ -135,23 +125,6 @@ export class SshConnection {
     this.control.close()
     this.client.end()
   }
-}
-
-/** Open an exec channel; `pty` undefined means no PTY. */
-function exec(client: Client, command: string, pty: { rows: number; cols: number } | undefined, where: string): Promise<ClientChannel> {
-  return new Promise((resolve, reject) => {
-    const callback = (error: Error | undefined, channel: ClientChannel): void => {
-      if (error === undefined || error === null) { resolve(channel); return }
-      if (/Channel open failure/i.test(error.message)) reject(new ChannelRefusedError(where, { cause: error }))
-      else reject(new TransportError(`${where}: cannot open a session channel: ${error.message}`, { cause: error }))
-    }
-    try {
-      if (pty === undefined) client.exec(command, callback)
-      else client.exec(command, { pty: { rows: pty.rows, cols: pty.cols, width: 0, height: 0, term: 'dumb' } }, callback)
-    } catch (error) {
-      reject(new TransportError(`${where}: the connection is closed: ${(error as Error).message}`, { cause: error }))
-    }
-  })
 }
 
 interface PoolEntry {
@@ -193,7 +166,7 @@ export interface SshLease {
    * Open a non-PTY exec channel running `command`; the slot is released when it closes.
    * @throws ChannelRefusedError when the server's MaxSessions is reached on this connection.
    */
-  exec(command: string): Promise<ClientChannel>
+  exec(command: string): Promise<SshExecChannel>
   /** Give the slot back if no channel was opened on it. Idempotent. */
   release(): void
   /**
@@ -269,19 +242,14 @@ export class SshWorld {
    */
   run(command: string): Promise<SshRunResult> {
     return this.withSlot(async lease => {
-      const channel = await lease.exec(command)
-      return new Promise<SshRunResult>((resolve, reject) => {
-        const stdout: Buffer[] = []
-        const stderr: Buffer[] = []
-        let exitCode: number | null | undefined
-        channel.on('data', (chunk: Buffer) => stdout.push(chunk))
-        channel.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
-        channel.once('exit', (code: number | null) => { exitCode = code })
-        channel.once('close', () => {
-          if (exitCode === undefined && !lease.connection.alive) reject(new TransportError(`${lease.connection.where}: lost the connection while running a command: ${lease.connection.lossReason()}`))
-          else resolve({ exitCode: exitCode ?? null, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') })
-        })
-      })
+      const { channel, closed } = await lease.exec(command)
+      const stdout: Buffer[] = []
+      const stderr: Buffer[] = []
+      channel.on('data', (chunk: Buffer) => stdout.push(chunk))
+      channel.stderr.on('data', (chunk: Buffer) => stderr.push(chunk))
+      const outcome = await closed
+      if (outcome === undefined && !lease.connection.alive) throw new TransportError(`${lease.connection.where}: lost the connection while running a command: ${lease.connection.lossReason()}`)
+      return { exitCode: outcome?.exitCode ?? null, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') }
     })
   }
 
@@ -401,15 +369,15 @@ export class SshWorld {
       released = true
       this.release(entry)
     }
-    const open = async (command: string, pty: { rows: number; cols: number } | undefined): Promise<ClientChannel> => {
+    const open = async (command: string, pty: PtyRequest | undefined): Promise<SshExecChannel> => {
       // The server answers channel opens in order, so when this one is refused it holds the
       // channels open and the earlier opens still in flight (a PTY exec completes only after
       // its pty and exec requests, so later refusals can arrive before earlier completions).
       const before = entry.openChannels + entry.opening
       entry.opening += 1
-      let channel: ClientChannel
+      let opened: SshExecChannel
       try {
-        channel = await exec(connection.client, command, pty, connection.where)
+        opened = await openExecChannel(connection.client, command, pty, connection.where)
       } catch (error) {
         if (error instanceof ChannelRefusedError) this.refused(entry, before)
         release()
@@ -418,13 +386,13 @@ export class SshWorld {
         entry.opening -= 1
       }
       entry.openChannels += 1
-      channel.once('close', () => {
+      void opened.closed.then(() => {
         entry.openChannels -= 1
         entry.lastCloseAt = performance.now()
         entry.saturated = false
         release()
       })
-      return channel
+      return opened
     }
     return {
       connection,
@@ -479,15 +447,10 @@ export class SshWorld {
 }
 
 /** The PTY channel as the world-neutral terminal's transport. */
-function terminalTransport(channel: ClientChannel, connection: SshConnection): TerminalTransport {
+function terminalTransport({ channel, closed }: SshExecChannel, connection: SshConnection): TerminalTransport {
   const output = new PassThrough()
   channel.pipe(output)
   channel.stderr.resume()
-  let outcome: SubprocessOutcome | undefined
-  channel.once('exit', (code: number | null, signal?: string) => {
-    outcome = { exitCode: code ?? null, signal: (signal ?? null) as NodeJS.Signals | null }
-  })
-  const closed = new Promise<void>(resolve => channel.once('close', () => resolve()))
   return {
     output,
     write: data => new Promise<void>((resolve, reject) => {
@@ -501,7 +464,7 @@ function terminalTransport(channel: ClientChannel, connection: SshConnection): T
       if (channel.writable) channel.setWindow(rows, cols, 0, 0)
     },
     exit: async () => {
-      await closed
+      const outcome = await closed
       if (outcome !== undefined) return outcome
       throw new TransportError(`${connection.where}: lost the terminal: ${connection.alive ? 'the channel closed without an exit status' : connection.lossReason()}`)
     },

@@ -1,0 +1,25 @@
+/**
+ * No exit status is lost in the Docker world (the shared suite, test/helpers/exit-status-cases.ts):
+ * a container of the project image, the runtime attached as `agent`.
+ */
+import type Docker from 'dockerode'
+import { afterAll, beforeAll } from 'vitest'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { exitStatusCases } from '../helpers/exit-status-cases.ts'
+import { IMAGE, docker } from './helpers.ts'
+
+let container: Docker.Container
+
+beforeAll(async () => {
+  container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'exit-status' }, HostConfig: { Init: true, NetworkMode: 'none' } })
+  await container.start()
+})
+
+afterAll(async () => {
+  await container?.remove({ force: true })
+})
+
+exitStatusCases({
+  name: 'docker',
+  plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' }) },
+}, { spawns: 1000, parallel: 8 })
