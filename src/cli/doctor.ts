@@ -6,6 +6,10 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import type { RemoteWorld } from '../backend/world.ts'
+import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
+import { managedLeftovers } from '../providers/docker/docker-world.ts'
+import { reapOrphans } from '../providers/remote/ownership.ts'
+import type { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
 
@@ -103,6 +107,57 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
     await terminal?.terminate().catch(() => undefined)
   }
   return checks
+}
+
+/** What gone clients left in a world, as `doctor` reports it (and `doctor --reap` ends it). */
+export interface LeftoverReport {
+  /** Sessions a gone client left running in this world, as this world's user. */
+  sessions: { client: string; processes: { pid: number; starttime: number; tag: string }[] }[]
+  /** Managed containers of gone clients the engine did not remove (Docker engines only). */
+  containers: { id: string; state: string; image: string }[]
+  /** True when they were ended (`--reap`). */
+  reaped: boolean
+  /** Why the scan is incomplete, when it is (e.g. the ownership registry is unusable). */
+  gaps: string[]
+}
+
+/**
+ * Find what clients that died left in this world: tagged sessions of clients whose every
+ * control program is gone (providers/remote/ownership.ts), and, on a Docker engine, managed
+ * containers nobody holds. With `reap`, end them (teardown ladder; containers removed).
+ * @throws CleanupFailedError naming survivors of a reap; the engine and channel errors.
+ */
+export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean }): Promise<LeftoverReport> {
+  const runtime = controlledRuntime(world)
+  const control = await runtime.control()
+  const report = await reapOrphans(control, { graceMs: 3_000, dryRun: !options.reap })
+  const gaps: string[] = []
+  const unavailable = (world.runtime as Partial<RemoteSubprocessRuntime<never>>).ownership?.unavailable(control.info.uid)
+  if (unavailable !== undefined) gaps.push(`${unavailable}: clients here cannot be proven gone`)
+  let containers: LeftoverReport['containers'] = []
+  if (world.runtime instanceof DockerSubprocessRuntime) {
+    const docker = (await world.runtime.world()).docker
+    const found = await managedLeftovers(docker)
+    if (options.reap) await Promise.all(found.map(info => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)))
+    containers = found.map(info => ({ id: info.Id.slice(0, 12), state: info.State, image: info.Image }))
+  }
+  return {
+    sessions: report.orphans.filter(orphan => orphan.processes.length > 0).map(orphan => ({ client: orphan.client, processes: orphan.processes.map(({ pid, starttime, tag }) => ({ pid, starttime, tag })) })),
+    containers,
+    reaped: options.reap,
+    gaps,
+  }
+}
+
+/** Render a leftover report for humans (indented lines). */
+export function formatLeftovers(report: LeftoverReport): string[] {
+  const verb = report.reaped ? 'ended' : 'still running (end them with doctor --reap)'
+  const lines = [
+    ...report.sessions.map(session => `sessions of gone client ${session.client} ${verb}: pids ${session.processes.map(process => process.pid).join(', ')}`),
+    ...report.containers.map(container => `managed container ${container.id} (${container.state}, ${container.image}) of a gone client ${report.reaped ? 'removed' : 'left (remove it with doctor --reap)'}`),
+    ...report.gaps,
+  ]
+  return lines.length === 0 ? ['nothing left by gone clients'] : lines
 }
 
 /** Render findings for humans. */

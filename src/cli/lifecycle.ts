@@ -47,12 +47,20 @@ export async function withWorld<T>(target: Target, body: (world: RemoteWorld) =>
 
 /**
  * On SIGINT, SIGTERM or SIGHUP: dispose every open world (teardown ladder, managed containers
- * removed), bounded by 20 s, then exit with 128 + the signal number.
+ * removed), bounded by 20 s, then exit with 128 + the first signal's number. The handlers stay
+ * installed: a repeated signal while the teardown runs is ignored rather than killing the
+ * process mid-teardown (a Ctrl-C reaches every process of the terminal's group, and launchers
+ * such as the tsx CLI relay it once more). What a teardown cut short by SIGKILL leaves is
+ * ended by the world itself (a managed container's lifeline) or by the next client's reap
+ * (providers/remote/ownership.ts).
  */
 export function installSignalTeardown(): void {
   const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 }
+  let closing = false
   for (const signal of Object.keys(numbers)) {
-    process.once(signal, () => {
+    process.on(signal, () => {
+      if (closing) return
+      closing = true
       process.stderr.write(`\ndsh-remote: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
       const teardown = Promise.allSettled([...openWorlds].map(world => world.dispose()))
       void Promise.race([teardown, delay(SIGNAL_TEARDOWN_MS)]).then(() => process.exit(128 + numbers[signal]!))

@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises'
 import { Command, Option } from 'commander'
 import { runDemo } from './demo.ts'
 import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
-import { diagnose, formatChecks } from './doctor.ts'
+import { diagnose, formatChecks, formatLeftovers, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
@@ -92,16 +92,24 @@ targetOptions(program.command('run'))
   })
 
 targetOptions(program.command('doctor'))
-  .description('check what this world can prove: pid publication, foreground probing, exact stdin-wait, signal delivery, teardown')
+  .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown) and list what clients that died left there')
   .option('--json', 'print the findings as JSON')
-  .action(async (flags: TargetFlags & { json?: boolean }) => {
-    const target = resolveTarget(flags)
+  .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
+  .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean }) => {
+    const resolved = resolveTarget(flags)
+    // Doctor lists leftovers instead of reaping them on connect (the default of every other client).
+    const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
     await withWorld(target, async world => {
+      const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
       const checks = await diagnose(world, target.cwd)
       const sandbox = sandboxReportOf(world.ctx)
       process.stdout.write(`${flags.json === true
-        ? JSON.stringify({ target: target.description, checks, sandbox }, null, 2)
-        : [formatChecks(target.description, checks), ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)])].join('\n')}\n`)
+        ? JSON.stringify({ target: target.description, checks, sandbox, leftovers }, null, 2)
+        : [
+          formatChecks(target.description, checks),
+          ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
+          '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
+        ].join('\n')}\n`)
       process.exitCode = checks.every(check => check.ok) ? 0 : 1
     })
   })

@@ -230,7 +230,7 @@ describe('buildStartWrapper', () => {
 
 describe('sessionMembers (teardown membership on a synthetic process table)', () => {
   const SHELL = { pid: 100, starttime: 5000 }
-  const row = (pid: number, ppid: number, pgrp: number, session: number, state: string, starttime: number): RemoteProcess => ({ pid, ppid, pgrp, session, state, starttime })
+  const row = (pid: number, ppid: number, pgrp: number, session: number, state: string, starttime: number, tagged = false): RemoteProcess => ({ pid, ppid, pgrp, session, state, starttime, tagged })
 
   const table: RemoteProcess[] = [
     row(1, 0, 1, 1, 'S', 1), // init
@@ -289,6 +289,15 @@ describe('sessionMembers (teardown membership on a synthetic process table)', ()
     expect(sessionMembers(orphaned, SHELL, [{ pid: 140, starttime: 5039 }]).map(member => member.pid)).toEqual([100])
     // A known identity that is now a zombie is not returned.
     expect(sessionMembers([row(140, 1, 140, 140, 'Z', 5040)], SHELL, [{ pid: 140, starttime: 5040 }])).toEqual([])
+  })
+
+  it('takes a process carrying the session tag as a member with its descendants, however it left', () => {
+    // 160: a `setsid cmd &` escapee of an interactive shell (its forking parent exited at once):
+    // init's child, its own session; only the tag in its environment links it to the shell.
+    const escaped = [row(1, 0, 1, 1, 'S', 1), row(100, 1, 100, 100, 'S', 5000), row(160, 1, 160, 160, 'S', 5060, true), row(161, 160, 160, 160, 'S', 5061), row(170, 1, 170, 170, 'S', 5070)]
+    expect(sessionMembers(escaped, SHELL).map(member => member.pid)).toEqual([100, 160, 161])
+    // The start-time fence holds for tagged rows too: a tagged process older than the shell is not its member.
+    expect(sessionMembers([row(100, 1, 100, 100, 'S', 5000), row(180, 1, 180, 180, 'S', 4000, true)], SHELL).map(member => member.pid)).toEqual([100])
   })
 
   it('terminates on a ppid cycle', () => {

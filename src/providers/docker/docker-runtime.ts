@@ -47,6 +47,12 @@ export const DockerRuntimeConfig = z.object({
   workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
   /** Managed container only: resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
   limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
+  /**
+   * End what clients that died left running in the container (their tagged sessions, see
+   * remote/ownership.ts) when this client first connects as a user. Default true; off lists
+   * them without ending them (`dsh-remote doctor`).
+   */
+  reapOrphans: z.boolean().optional(),
 }).strict().refine(config => (config.container === undefined) !== (config.image === undefined), {
   message: 'exactly one of `container` or `image` is required',
 }).refine(config => (config.workspace === undefined && config.limits === undefined) || (config.image !== undefined && config.policy !== undefined), {
@@ -95,8 +101,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
    * @throws InvalidArgumentError for an invalid config, or a policy the mapping refuses (e.g. a root user under a confined mode).
    */
   constructor(ctx: Context, config: DockerRuntimeConfig, extras: DockerRuntimeExtras = {}) {
-    super(ctx, 'docker')
     const parsed = parseRuntimeConfig(DockerRuntimeConfig, config, 'Docker')
+    super(ctx, 'docker', { reapOrphans: parsed.reapOrphans })
     this.config = parsed
     this.extras = extras
     const { policy, image } = parsed
@@ -111,7 +117,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
    */
   protected openWorld(): Promise<DockerWorld> {
     const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
-    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs })
+    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs, ownership: this.ownership })
   }
 
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
@@ -138,6 +144,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const ambient = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
     const handle = await startRemoteTerminal({
       spec,
+      tag: this.ownership.newTag(),
       env: remoteChildEnv(ambient, spec.env),
       control,
       where: world.describe(user),
@@ -165,6 +172,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     let opened: DockerWorld | undefined
     return this.processes.spawn({
       spec,
+      tag: this.ownership.newTag(),
       where: this.describe(),
       prepare: async () => {
         const world = await this.world()

@@ -27,6 +27,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../remote/errors.ts'
+import type { SessionOwnership } from '../remote/ownership.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
@@ -36,6 +37,19 @@ const ALIVE_PING_BOUND_MS = 5_000
 
 /** Label every managed container carries, so leftovers can be found and removed. */
 export const MANAGED_LABEL = 'dsh-remote-worlds.managed'
+
+/**
+ * A managed container's pid 1 (under the engine's init): reads stdin until EOF with shell
+ * builtins only, so any image with /bin/sh can carry it (see {@link DockerWorld.open}).
+ */
+export const LIFELINE_COMMAND: readonly string[] = ['/bin/sh', '-c', 'while read -r _; do :; done']
+
+/** Let the process exit while `stream` is open (a hijacked socket, or a stream wrapping one). */
+function unrefSocket(stream: Duplex): void {
+  const socket = stream as Duplex & { unref?: () => void; socket?: { unref?: () => void } }
+  if (typeof socket.unref === 'function') socket.unref()
+  else socket.socket?.unref?.()
+}
 
 /** Where a Docker world runs. Exactly one of `container` and `image`. */
 export interface DockerTarget {
@@ -56,6 +70,8 @@ export interface DockerWorldOptions extends DockerTarget {
   create?: Docker.ContainerCreateOptions | undefined
   /** Reply bound of each control request, in ms (see ControlChannelOptions.requestTimeoutMs). */
   controlRequestTimeoutMs?: number | undefined
+  /** The client's session ownership: every control program registers with it (remote/ownership.ts). */
+  ownership?: SessionOwnership | undefined
 }
 
 /** The engine's view of the container: `unknown` when the engine does not answer. */
@@ -98,18 +114,34 @@ export class DockerWorld {
   private readonly controls = new Map<string, Promise<ControlChannel>>()
   private disposed = false
   private readonly controlRequestTimeoutMs: number | undefined
+  private readonly ownership: SessionOwnership | undefined
+  /** A managed container's lifeline: pid 1 reads it and ends at its EOF (see {@link DockerWorld.open}). */
+  private readonly lifeline: Duplex | undefined
 
-  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: boolean, controlRequestTimeoutMs: number | undefined) {
-    this.controlRequestTimeoutMs = controlRequestTimeoutMs
+  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: { lifeline: Duplex } | undefined, options: DockerWorldOptions) {
+    this.controlRequestTimeoutMs = options.controlRequestTimeoutMs
+    this.ownership = options.ownership
+    this.lifeline = managed?.lifeline
     this.docker = docker
     this.containerId = info.Id
-    this.managed = managed
+    this.managed = managed !== undefined
     this.inspectInfo = info
     this.ambientEnv = parseEnvEntries(info.Config.Env)
   }
 
   /**
    * Attach to a running container, or create and start a managed one.
+   *
+   * A managed container lives only while this client does, however the client ends (SIGKILL,
+   * OOM, power loss): its pid 1 (under the engine's init) is a shell loop reading stdin, the
+   * container is created with OpenStdin and StdinOnce, and this world holds the one attach
+   * stream, taken before start. When that stream closes (dispose, or the kernel closing a dead
+   * client's socket), the engine closes pid 1's stdin (StdinOnce: "close stdin after the one
+   * attached client disconnects", Engine API ContainerCreate), pid 1 reads EOF and exits, the
+   * kernel kills every other process of the container's pid namespace, and AutoRemove removes
+   * the container. No registry image and no client-side teardown is involved. The stream is
+   * unref'd: a process that forgets to dispose its world may exit, and its container goes.
+   * `create.Entrypoint`, `Cmd` and the stdin settings are therefore this world's, not the caller's.
    * @throws TargetNotFoundError for an unknown container or image.
    * @throws TargetNotRunningError for a stopped or paused container.
    * @throws EngineUnavailableError when the engine socket does not answer.
@@ -127,29 +159,39 @@ export class DockerWorld {
         throw engineError(error, `docker container ${options.container}`)
       }
       assertRunning(info, options.container)
-      return new DockerWorld(docker, info, false, options.controlRequestTimeoutMs)
+      return new DockerWorld(docker, info, undefined, options)
     }
     const image = options.image!
     let container: Docker.Container
     try {
       container = await docker.createContainer({
         Image: image,
-        Cmd: ['sleep', 'infinity'],
         ...options.create,
+        Entrypoint: [...LIFELINE_COMMAND],
+        Cmd: [],
+        OpenStdin: true,
+        StdinOnce: true,
+        AttachStdin: true,
+        Tty: false,
         Labels: { ...options.create?.Labels, [MANAGED_LABEL]: 'true' },
-        HostConfig: { Init: true, NetworkMode: 'none', ...options.create?.HostConfig },
+        HostConfig: { Init: true, NetworkMode: 'none', ...options.create?.HostConfig, AutoRemove: true },
       })
     } catch (error) {
       const mapped = engineError(error, `docker image ${image}`)
       if (mapped instanceof TargetNotFoundError) throw new TargetNotFoundError(`docker image ${image} does not exist locally (run docker/ensure-world.sh or pull it)`, { cause: error })
       throw mapped
     }
+    let lifeline: Duplex | undefined
     try {
+      lifeline = await container.attach({ stream: true, hijack: true, stdin: true, stdout: false, stderr: false }) as Duplex
+      lifeline.on('error', () => undefined)
+      unrefSocket(lifeline)
       await container.start()
       const info = await container.inspect()
       assertRunning(info, image)
-      return new DockerWorld(docker, info, true, options.controlRequestTimeoutMs)
+      return new DockerWorld(docker, info, { lifeline }, options)
     } catch (error) {
+      lifeline?.destroy()
       await container.remove({ force: true }).catch(() => undefined)
       throw engineError(error, `managed container from ${image}`)
     }
@@ -186,7 +228,7 @@ export class DockerWorld {
       stream.once('close', end)
       stream.on('error', (error: Error) => stdout.destroy(error))
       void exec
-      return ControlChannel.open({
+      const control = await ControlChannel.open({
         stdin: stream,
         stdout,
         // Half-close first so the final `quit` request reaches the program; then drop the socket.
@@ -195,6 +237,14 @@ export class DockerWorld {
           setTimeout(() => stream.destroy(), 1_000).unref()
         },
       }, this.describe(user), { requestTimeoutMs: this.controlRequestTimeoutMs })
+      // Registered before any session of this client can start through it.
+      try {
+        await this.ownership?.adopt(control)
+      } catch (error) {
+        control.close()
+        throw error
+      }
+      return control
     })()
     this.controls.set(key, started)
     started.catch(() => { if (this.controls.get(key) === started) this.controls.delete(key) })
@@ -421,11 +471,38 @@ export class DockerWorld {
     for (const outcome of controls) if (outcome.status === 'fulfilled') outcome.value.close()
     this.controls.clear()
     if (this.managed) {
-      await this.docker.getContainer(this.containerId).remove({ force: true }).catch((error: unknown) => {
-        if ((error as { statusCode?: number }).statusCode !== 404) throw engineError(error, `removing ${this.describe()}`)
+      // Closing the lifeline alone ends the container (and AutoRemove removes it); the forced
+      // remove makes that done before dispose returns. 404/409: it is already gone or going.
+      this.lifeline?.destroy()
+      const container = this.docker.getContainer(this.containerId)
+      await container.remove({ force: true }).catch((error: unknown) => {
+        const status = (error as { statusCode?: number }).statusCode
+        if (status !== 404 && status !== 409) throw engineError(error, `removing ${this.describe()}`)
       })
+      // A 409 (AutoRemove already removing it) returns early: wait until the engine forgot it.
+      for (let look = 0; look < 200 && (await this.state()) !== 'ended'; look += 1) await delay(50)
     }
   }
+}
+
+/**
+ * Managed containers (labelled {@link MANAGED_LABEL}) that no client holds any more and the
+ * engine did not remove: created but never started for at least `minAgeMs` (the client died
+ * between create and start), or stopped (AutoRemove did not run, e.g. the engine restarted).
+ * A running managed container is never a leftover: its pid 1 lives only while its client's
+ * lifeline is open (see {@link DockerWorld.open}).
+ * @param minAgeMs - how long a created container may wait for its start (ms, default 60 000).
+ * @throws EngineUnavailableError when the engine does not answer.
+ */
+export async function managedLeftovers(docker: Docker, minAgeMs = 60_000): Promise<Docker.ContainerInfo[]> {
+  let listed: Docker.ContainerInfo[]
+  try {
+    listed = await docker.listContainers({ all: true, filters: { label: [MANAGED_LABEL] } })
+  } catch (error) {
+    throw engineError(error, 'listing managed containers')
+  }
+  const now = Date.now() / 1000
+  return listed.filter(info => info.State === 'created' ? now - info.Created >= minAgeMs / 1000 : info.State !== 'running' && info.State !== 'paused' && info.State !== 'restarting' && info.State !== 'removing')
 }
 
 function assertRunning(info: Docker.ContainerInspectInfo, name: string): void {

@@ -48,6 +48,22 @@ export interface RemoteProcess extends ProcessIdentity {
   pgrp: number
   session: number
   state: string
+  /** The process is ours and holds the session tag the table was asked for (ownership.ts). */
+  tagged: boolean
+}
+
+/** One registration of the ownership registry: a control program of a client. */
+export interface OwnerRegistration extends ProcessIdentity {
+  /** The client id (32 hex digits). */
+  client: string
+  /** The control program still runs: the client's channel to this world is live. */
+  live: boolean
+}
+
+/** A process of this uid that carries a session tag in its environment. */
+export interface TaggedProcess extends ProcessIdentity {
+  /** The tag's value (`CLIENT.SESSION`, unchecked: whatever the environment holds). */
+  tag: string
 }
 
 /** Foreground facts of one terminal. */
@@ -358,13 +374,58 @@ export class ControlChannel {
     }
   }
 
-  /** The whole remote process table (pid, ppid, pgrp, session, state, starttime). */
-  async processTable(): Promise<RemoteProcess[]> {
-    const reply = await this.request('ps')
+  /**
+   * The whole remote process table (pid, ppid, pgrp, session, state, starttime).
+   * @param tag - mark the rows of our processes whose environment holds this session tag
+   *   (`tagged`; one grep over every environ in the world). Without it no row is tagged.
+   */
+  async processTable(tag?: string): Promise<RemoteProcess[]> {
+    const reply = await this.request('ps', tag === undefined ? [] : [tag])
     if (reply[0] !== 'ok') throw this.unexpected('ps', reply)
     return reply.slice(1).map(field => {
-      const [pid, ppid, pgrp, session, state, starttime] = field.split(',')
-      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), state: state ?? '?', starttime: Number(starttime) }
+      const [pid, ppid, pgrp, session, state, starttime, tagged] = field.split(',')
+      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), state: state ?? '?', starttime: Number(starttime), tagged: tagged === '1' }
+    })
+  }
+
+  /**
+   * Register this control program as a live channel of `client` in the world's ownership
+   * registry (`/tmp/dsh-remote-owners-UID`, mode 0700; see ownership.ts).
+   * @returns undefined when registered, else why not (`dir`: the registry directory is not
+   *   usable, e.g. another user made it or /tmp is read-only; `write`: the file cannot be made).
+   */
+  async register(client: string): Promise<string | undefined> {
+    const reply = await this.request('own', [client])
+    if (reply[0] === 'ok') return undefined
+    if (reply[0] === 'err') return reply[1] ?? 'unknown'
+    throw this.unexpected('own', reply)
+  }
+
+  /** Every registration of the ownership registry of this uid, with whether its program runs. */
+  async owners(): Promise<OwnerRegistration[]> {
+    const reply = await this.request('owners')
+    if (reply[0] !== 'ok') throw this.unexpected('owners', reply)
+    return reply.slice(1).flatMap(field => {
+      const match = /^([0-9a-f]{32}):(\d+):(\d+):([01])$/.exec(field)
+      return match === null ? [] : [{ client: match[1]!, pid: Number(match[2]), starttime: Number(match[3]), live: match[4] === '1' }]
+    })
+  }
+
+  /** Remove registrations whose program is gone (the program re-checks; a live one is kept). */
+  async unregister(registrations: readonly OwnerRegistration[]): Promise<void> {
+    for (const batch of batches(registrations)) {
+      const reply = await this.request('unown', batch.map(entry => `${entry.client}:${entry.pid}:${entry.starttime}`))
+      if (reply[0] !== 'ok') throw this.unexpected('unown', reply)
+    }
+  }
+
+  /** Our live processes whose environment holds a session tag (any value). */
+  async taggedProcesses(): Promise<TaggedProcess[]> {
+    const reply = await this.request('tags')
+    if (reply[0] !== 'ok') throw this.unexpected('tags', reply)
+    return reply.slice(1).flatMap(field => {
+      const match = /^(\d+):(\d+):(.*)$/.exec(field)
+      return match === null ? [] : [{ pid: Number(match[1]), starttime: Number(match[2]), tag: match[3]! }]
     })
   }
 

@@ -162,6 +162,30 @@ ignterm() {
   return 1
 }
 
+# The session-ownership registry (ownership.ts): one empty file CLIENT.PID.START per live control
+# program of a client, in a directory private to this uid. A file whose program (PID, START) is
+# gone says that client's channel to this world is gone. Like tmux's /tmp/tmux-UID, the
+# directory is trusted only when it is ours and not a symlink: another user may have made it
+# first, and then nothing is registered (ownership.ts treats unregistered tags as foreign).
+owndir() {
+  _od=/tmp/dsh-remote-owners-$_uid
+  [ -d "$_od" ] || mkdir -m 700 "$_od" 2>/dev/null
+  [ -d "$_od" ] && [ ! -L "$_od" ] && [ -O "$_od" ]
+}
+
+# tagged VALUE: sets _tg to " PID PID ... " of our processes (`test -O /proc/PID`: same
+# effective uid) whose environment holds DSH_REMOTE_SESSION=VALUE exactly. One grep over every
+# environ (-z: entries are NUL-separated; -s: others' are unreadable anyway).
+tagged() {
+  _tg=' '
+  for _f in $(grep -a -s -z -x -F -l "DSH_REMOTE_SESSION=$1" /proc/[0-9]*/environ </dev/null); do
+    _p=${_f#/proc/}; _p=${_p%%/*}
+    [ -O "/proc/$_p" ] && _tg="$_tg$_p "
+  done
+}
+
+_uid=$(id -u) _owned= _me=0
+st "/proc/$$/stat" && _me=$S_START
 # HOME as hex, so any byte survives the line protocol; "-" when unset or empty.
 _home=$(printf '%s' "$HOME" | od -An -v -tx1 | tr -d ' \n')
 # The ready line and the request loop form ONE brace group, parsed whole before any of it runs:
@@ -169,7 +193,7 @@ _home=$(printf '%s' "$HOME" | od -An -v -tx1 | tr -d ' \n')
 # request sent the moment READY appears could otherwise be swallowed as program text by a parse
 # still in progress (seen over SSH, where the program arrives in several packets).
 {
-echo "READY $(id -u) $ARCH $$ ${_home:--}"
+echo "READY $_uid $ARCH $$ ${_home:--}"
 while IFS= read -r _req; do
   set -f; set -- $_req; set +f
   _id=$1 _op=$2
@@ -181,7 +205,11 @@ while IFS= read -r _req; do
       # environ -> ok HEX: this program's initial environment (NUL-separated NAME=VALUE, as hex),
       # i.e. what the remote world's login gives a process; one od+tr fork, asked once per channel.
       echo "$_id ok $(od -An -v -tx1 < /proc/$$/environ | tr -d ' \n')" ;;
-    quit) exit 0 ;;
+    quit)
+      # Only a client that ends on purpose (its sessions torn down) unregisters. EOF, which is
+      # also how a dead client's channel ends, leaves the file for the next reaper to judge.
+      [ -z "$_owned" ] || rm -f -- "$_owned"
+      exit 0 ;;
     stat)
       if st "/proc/$1/stat"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
       else echo "$_id gone"; fi ;;
@@ -205,11 +233,60 @@ while IFS= read -r _req; do
         else echo "$_id err $_tp"; fi
       else echo "$_id gone"; fi ;;
     ps)
-      # ps -> ok PID,PPID,PGRP,SID,STATE,START ...
+      # ps [TAG] -> ok PID,PPID,PGRP,SID,STATE,START,TAGGED ...: TAGGED is 1 for our processes
+      # whose environment holds DSH_REMOTE_SESSION=TAG (no TAG: 0, and no grep).
+      _tg=' '
+      [ $# -ge 1 ] && tagged "$1"
       _o=
       for _d in /proc/[0-9]*; do
-        st "$_d/stat" && _o="$_o ${_d#/proc/},$S_PPID,$S_PGRP,$S_SID,$S_STATE,$S_START"
+        st "$_d/stat" || continue
+        _p=${_d#/proc/}
+        case $_tg in *" $_p "*) _t=1 ;; *) _t=0 ;; esac
+        _o="$_o $_p,$S_PPID,$S_PGRP,$S_SID,$S_STATE,$S_START,$_t"
       done
+      echo "$_id ok$_o" ;;
+    own)
+      # own CLIENT -> ok | err dir | err write: register this program as a live channel of CLIENT.
+      if ! owndir; then echo "$_id err dir"
+      elif : > "$_od/$1.$$.$_me"; then _owned="$_od/$1.$$.$_me"; echo "$_id ok"
+      else echo "$_id err write"; fi 2>/dev/null ;;
+    owners)
+      # owners -> ok CLIENT:PID:START:LIVE ...: every registration, LIVE 1 while its program runs.
+      _o=
+      if owndir; then
+        for _f in "$_od"/*.*.*; do
+          [ -f "$_f" ] || continue
+          _b=${_f##*/}; _c=${_b%%.*}; _r=${_b#*.}; _p=${_r%%.*}; _s=${_r#*.}
+          if live "$_p" "$_s"; then _l=1; else _l=0; fi
+          _o="$_o $_c:$_p:$_s:$_l"
+        done
+      fi
+      echo "$_id ok$_o" ;;
+    unown)
+      # unown CLIENT:PID:START ... -> ok: remove registrations whose program is gone (never a live one).
+      if owndir; then
+        for _m in "$@"; do
+          _c=${_m%%:*}; _r=${_m#*:}; _p=${_r%%:*}; _s=${_r#*:}
+          live "$_p" "$_s" || set -- "$@" "$_od/$_c.$_p.$_s"
+          shift
+        done
+        [ $# -eq 0 ] || rm -f -- "$@" </dev/null
+      fi
+      echo "$_id ok" ;;
+    tags)
+      # tags -> ok PID:START:VALUE ...: our live processes whose environment holds
+      # DSH_REMOTE_SESSION (one grep and one tr; values are checked by the caller).
+      _t=$(grep -a -s -z -H '^DSH_REMOTE_SESSION=' /proc/[0-9]*/environ </dev/null | tr '\0' '\n')
+      _o=
+      set -f
+      for _l in $_t; do
+        case $_l in /proc/*/environ:DSH_REMOTE_SESSION=*) ;; *) continue ;; esac
+        _p=${_l#/proc/}; _p=${_p%%/*}; _v=${_l#*=}
+        [ -O "/proc/$_p" ] && st "/proc/$_p/stat" || continue
+        case $S_STATE in Z|X|x) continue ;; esac
+        _o="$_o $_p:$S_START:$_v"
+      done
+      set +f
       echo "$_id ok$_o" ;;
     kill)
       # kill SIG PID:START... -> ok PID:s|g|e ... (signalled, gone, error)

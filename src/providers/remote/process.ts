@@ -25,6 +25,7 @@ import type { ControlChannel, ProcessIdentity } from './control-channel.ts'
 import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
+import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
 
 /** The byte streams of one remote non-PTY process, as a world provides them. */
@@ -66,6 +67,8 @@ export interface RemoteProcessStart {
   spec: SubprocessSpawnSpec
   /** World description for messages, e.g. `docker container abc123 as agent`. */
   where: string
+  /** The session's tag (ownership.ts), added to the environment as DSH_REMOTE_SESSION. */
+  tag: string
   /** Resolve the environment, control channel and state directory. */
   prepare(): Promise<RemoteProcessWorld>
   /** Start a non-PTY process running `sh -c SCRIPT`, with stdin attached or not. */
@@ -242,7 +245,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
       ;({ script, nonce } = buildProcessWrapper({
         argv: this.spec.argv,
         cwd: this.spec.cwd,
-        env: world.env,
+        env: { ...world.env, [SESSION_TAG_VARIABLE]: this.start.tag },
         stdin: stdio.stdin === 'ignore' ? 'ignore' : 'attached',
         stdoutSpill: this.spills.stdout,
         stderrSpill: this.spills.stderr,
@@ -550,7 +553,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     const graceMs = this.spec.graceMs
     const ladder = async (control: ControlChannel): Promise<void> => {
       this.delivered.add(osConstants.signals.SIGTERM)
-      const signalled = await terminateSession(control, identity, { graceMs, tracked: [...this.tracked.values()] })
+      const signalled = await terminateSession(control, identity, { graceMs, tracked: [...this.tracked.values()], tag: this.start.tag })
       this.remember(signalled)
       // terminateSession escalates to KILL when TERM did not end everything; a status of 137
       // after our ladder is that KILL.
@@ -647,7 +650,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
   }
 
   private async treeAlive(identity: ProcessIdentity): Promise<boolean> {
-    const table = await this.control!.processTable()
+    const table = await this.control!.processTable(this.start.tag)
     const members = sessionMembers(table, identity, [...this.tracked.values()])
     this.remember(members)
     if (members.length > 0) return true

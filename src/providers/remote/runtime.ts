@@ -9,6 +9,7 @@ import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { z } from 'zod'
 import type { ControlChannel } from './control-channel.ts'
 import { InvalidArgumentError, WorldClosedError } from './errors.ts'
+import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
 import type { RemoteTerminalHandle } from './terminal.ts'
 
@@ -40,6 +41,8 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   protected readonly processes = new RemoteProcessSet()
   /** The private spill directory in the world (created on first use). */
   protected readonly stateDir = new RemoteStateDirectory()
+  /** This client's session ownership: its id, its session tags, its control registrations (ownership.ts). */
+  readonly ownership: SessionOwnership
   private readonly terminals = new Set<RemoteTerminalHandle>()
   private worldPromise: Promise<W> | undefined
   private disposing = false
@@ -48,10 +51,12 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   /**
    * @param ctx - the cordis context the service registers in.
    * @param label - world name for messages (`docker`, `ssh`).
+   * @param ownership - whether this client reaps what gone clients left (see ownership.ts).
    */
-  constructor(ctx: Context, label: string) {
+  constructor(ctx: Context, label: string, ownership: SessionOwnershipOptions = {}) {
     super(ctx)
     this.label = label
+    this.ownership = new SessionOwnership(ownership)
     ctx.effect(() => () => this.dispose(), `${label} subprocess teardown`)
   }
 
@@ -112,6 +117,8 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
       Promise.allSettled([...this.terminals].map(handle => handle.terminate())),
     ])
     const failures = [...processFailures, ...outcomes.flatMap(outcome => outcome.status === 'rejected' ? [outcome.reason as unknown] : [])]
+    // A reap of what gone clients left runs through this client's control channels: let it end.
+    await this.ownership.reaped()
     const world = this.worldPromise === undefined ? undefined : await this.worldPromise.catch(() => undefined)
     // Spill files live in the world until it ends.
     if (world !== undefined) await this.stateDir.remove(() => this.disposalControl(world))

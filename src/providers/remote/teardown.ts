@@ -12,9 +12,11 @@ const POLL_MS = 10
 
 /**
  * The members of the terminal's process session still alive: processes whose session id is
- * the shell's pid, plus descendants of the shell by parent pid (a `setsid` child leaves the
- * session but not the tree while its parent lives). Processes that started before the shell
- * cannot belong to it, which fences a reused pid or session id.
+ * the shell's pid, processes that carry the session's tag in their environment (`tagged`, see
+ * ownership.ts: a `setsid` escapee whose parent exited at once, as `setsid cmd &` does in an
+ * interactive shell, keeps no other link), plus descendants of any member by parent pid (a
+ * `setsid` child leaves the session but not the tree while its parent lives). Processes that
+ * started before the shell cannot belong to it, which fences a reused pid or session id.
  *
  * `known` identities (members seen earlier) stay members while they live, with their
  * descendants: a `setsid` child whose parent died (e.g. of the teardown's own SIGTERM) is
@@ -31,7 +33,7 @@ export function sessionMembers(table: readonly RemoteProcess[], shell: ProcessId
   const knownKeys = new Set(known.map(identity => `${identity.pid}:${identity.starttime}`))
   const members = new Map<number, RemoteProcess>()
   for (const entry of candidates) {
-    if (entry.session === shell.pid || entry.pid === shell.pid || knownKeys.has(`${entry.pid}:${entry.starttime}`)) members.set(entry.pid, entry)
+    if (entry.session === shell.pid || entry.pid === shell.pid || entry.tagged || knownKeys.has(`${entry.pid}:${entry.starttime}`)) members.set(entry.pid, entry)
   }
   // Descendants by ppid of any member, iterated to a fixed point.
   let grew = true
@@ -53,6 +55,8 @@ export interface TerminateSessionOptions {
   graceMs: number
   /** Earlier-seen members to include even when the table no longer links them to the shell. */
   tracked?: readonly ProcessIdentity[]
+  /** The session's tag (ownership.ts): processes carrying it are members wherever they went. */
+  tag?: string | undefined
 }
 
 /**
@@ -70,38 +74,50 @@ export interface TerminateSessionOptions {
  * @throws ControlChannelError when the control channel fails mid-ladder.
  */
 export async function terminateSession(control: ControlChannel, shell: ProcessIdentity, options: TerminateSessionOptions): Promise<ProcessIdentity[]> {
+  return terminateMembers(control, async known => sessionMembers(await control.processTable(options.tag), shell, [...(options.tracked ?? []), ...known]), options.graceMs)
+}
+
+/**
+ * The ladder of {@link terminateSession} over any set of processes.
+ * @param collect - the live members now; `known` holds every identity signalled so far, which
+ *   stay members (with their descendants) while they live: the ladder's own SIGTERM can orphan
+ *   a TERM-ignoring `setsid` grandchild out of the tree.
+ * @param graceMs - TERM-to-KILL grace and KILL-to-proof bound, in ms.
+ * @returns the identities that were signalled (empty when nothing was alive).
+ * @throws CleanupFailedError naming the survivors when quiescence cannot be proven.
+ * @throws ControlChannelError when the control channel fails mid-ladder.
+ */
+export async function terminateMembers(control: ControlChannel, collect: (known: readonly ProcessIdentity[]) => Promise<RemoteProcess[]>, graceMs: number): Promise<ProcessIdentity[]> {
   const signalled = new Map<string, ProcessIdentity>()
-  // Every identity signalled so far stays a member (with its descendants) while it lives: the
-  // ladder's own SIGTERM can orphan a TERM-ignoring `setsid` grandchild out of the tree.
-  const collect = async (): Promise<RemoteProcess[]> => sessionMembers(await control.processTable(), shell, [...(options.tracked ?? []), ...signalled.values()])
-  const remember = (members: readonly ProcessIdentity[]): void => {
-    for (const member of members) signalled.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
+  const members = (): Promise<RemoteProcess[]> => collect([...signalled.values()])
+  const remember = (found: readonly ProcessIdentity[]): void => {
+    for (const member of found) signalled.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
   }
 
-  let members = await collect()
-  if (members.length === 0) return []
-  remember(members)
-  await control.kill('TERM', members)
-  await control.kill('CONT', members)
+  let alive = await members()
+  if (alive.length === 0) return []
+  remember(alive)
+  await control.kill('TERM', alive)
+  await control.kill('CONT', alive)
 
-  const termDeadline = Date.now() + options.graceMs
+  const termDeadline = Date.now() + graceMs
   for (;;) {
-    members = await collect()
-    if (members.length === 0) return [...signalled.values()]
+    alive = await members()
+    if (alive.length === 0) return [...signalled.values()]
     if (Date.now() >= termDeadline) break
-    const ignoring = await control.ignoringTerm(members)
-    if (members.every(member => ignoring.has(member.pid))) break
+    const ignoring = await control.ignoringTerm(alive)
+    if (alive.every(member => ignoring.has(member.pid))) break
     await delay(POLL_MS)
   }
 
-  const killDeadline = Date.now() + options.graceMs
+  const killDeadline = Date.now() + graceMs
   for (;;) {
-    remember(members)
-    await control.kill('KILL', members)
+    remember(alive)
+    await control.kill('KILL', alive)
     await delay(POLL_MS)
-    members = await collect()
-    if (members.length === 0) return [...signalled.values()]
+    alive = await members()
+    if (alive.length === 0) return [...signalled.values()]
     if (Date.now() >= killDeadline) break
   }
-  throw new CleanupFailedError(members.map(member => member.pid), ` (state ${members.map(member => `${member.pid}:${member.state}`).join(', ')})`)
+  throw new CleanupFailedError(alive.map(member => member.pid), ` (state ${alive.map(member => `${member.pid}:${member.state}`).join(', ')})`)
 }

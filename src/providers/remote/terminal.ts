@@ -16,6 +16,7 @@ import type {
 import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
 import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
 
 /** The PTY byte stream of one remote process, as a world provides it. */
@@ -42,6 +43,11 @@ export interface RemoteTerminalStart {
   spec: SubprocessTerminalSpawnSpec
   /** The complete environment of the program (world ambient env, scrubbed, then spec.env). */
   env: Readonly<Record<string, string>>
+  /**
+   * The session's tag (ownership.ts), added to the environment as DSH_REMOTE_SESSION: the
+   * teardown ends every process carrying it, and a later client finds the session by it.
+   */
+  tag: string
   /** Control channel running as the same uid as the terminal. */
   control: ControlChannel
   /** World description for messages, e.g. `docker container abc123 as agent`. */
@@ -92,7 +98,7 @@ const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
 export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<RemoteTerminalHandle> {
   const { spec, control, where } = start
   spec.signal?.throwIfAborted()
-  const wrapper = buildStartWrapper(spec.argv, spec.cwd, start.env, { rows: spec.rows, cols: spec.cols })
+  const wrapper = buildStartWrapper(spec.argv, spec.cwd, { ...start.env, [SESSION_TAG_VARIABLE]: start.tag }, { rows: spec.rows, cols: spec.cols })
   const transport = await start.open(wrapper.script)
   const scanner = new BoundaryScanner(wrapper.nonce)
   const marker = Promise.withResolvers<{ pid: number; starttime: number; rest: Buffer }>()
@@ -259,13 +265,13 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     await Promise.allSettled([...this.inflight])
     const graceMs = this.start.spec.graceMs
     try {
-      await terminateSession(this.start.control, this.identity, { graceMs })
+      await terminateSession(this.start.control, this.identity, { graceMs, tag: this.start.tag })
     } catch (error) {
       if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
       let failure: unknown = error
       if (this.start.recoverControl !== undefined) {
         try {
-          await terminateSession(await this.start.recoverControl(), this.identity, { graceMs })
+          await terminateSession(await this.start.recoverControl(), this.identity, { graceMs, tag: this.start.tag })
           failure = undefined
         } catch (recoveryError) {
           failure = recoveryError

@@ -12,6 +12,7 @@ import { z } from 'zod'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { remoteChildEnv } from '../remote/environment.ts'
 import { InvalidArgumentError } from '../remote/errors.ts'
+import type { SessionOwnership } from '../remote/ownership.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
@@ -59,6 +60,12 @@ export const SshRuntimeConfig = z.object({
   keepaliveCountMax: z.number().int().min(1).default(3),
   /** SSH handshakes in flight at once (OpenSSH's MaxStartups starts dropping at 10). */
   maxConcurrentConnects: z.number().int().min(1).default(4),
+  /**
+   * End what clients that died left running on the host (their tagged sessions, see
+   * remote/ownership.ts) when this client first connects. Default true; off lists them without
+   * ending them (`dsh-remote doctor`).
+   */
+  reapOrphans: z.boolean().optional(),
 }).strict()
 
 /** Input shape of {@link SshRuntimeConfig}. */
@@ -104,8 +111,9 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
    * @throws InvalidArgumentError for an invalid config or target.
    */
   constructor(ctx: Context, config: SshRuntimeConfig, extras: SshRuntimeExtras = {}) {
-    super(ctx, 'ssh')
-    this.config = parseRuntimeConfig(SshRuntimeConfig, config, 'SSH')
+    const parsed = parseRuntimeConfig(SshRuntimeConfig, config, 'SSH')
+    super(ctx, 'ssh', { reapOrphans: parsed.reapOrphans })
+    this.config = parsed
     this.extras = extras
     parseSshTarget(this.config.target)
   }
@@ -115,7 +123,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
    * @throws InvalidArgumentError for an unreadable identity file or a bad fingerprint.
    */
   protected openWorld(): Promise<SshWorld> {
-    return buildSshWorld(this.config, this.extras)
+    return buildSshWorld(this.config, this.extras, this.ownership)
   }
 
   protected disposalControl(world: SshWorld): Promise<ControlChannel> {
@@ -149,6 +157,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
       try {
         return await startRemoteTerminal({
           spec,
+          tag: this.ownership.newTag(),
           env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
           control: lease.connection.control,
           where: world.describe(),
@@ -181,6 +190,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     let opened: SshWorld | undefined
     return this.processes.spawn({
       spec,
+      tag: this.ownership.newTag(),
       where: this.describe(),
       prepare: async () => {
         const world = await this.world()
@@ -218,7 +228,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
  * Resolve the target and read credentials and trust for it (and for its jump hosts).
  * @throws InvalidArgumentError for an unusable identity file or fingerprint.
  */
-export async function buildSshWorld(config: z.output<typeof SshRuntimeConfig>, extras: SshRuntimeExtras = {}): Promise<SshWorld> {
+export async function buildSshWorld(config: z.output<typeof SshRuntimeConfig>, extras: SshRuntimeExtras = {}, ownership?: SessionOwnership): Promise<SshWorld> {
   const home = extras.home ?? homedir()
   const configText = config.sshConfig === false ? undefined : config.sshConfig === undefined ? readDefaultSshConfig(home) : readConfigFile(config.sshConfig)
   const spec = parseSshTarget(config.target)
@@ -263,6 +273,7 @@ export async function buildSshWorld(config: z.output<typeof SshRuntimeConfig>, e
     timings: { connectTimeoutMs: config.connectTimeoutMs, keepaliveIntervalMs: config.keepaliveIntervalMs, keepaliveCountMax: config.keepaliveCountMax },
     pool: { maxSessions: config.maxSessions, idleMs: config.idleMs, maxConcurrentConnects: config.maxConcurrentConnects },
     lookup: extras.lookup,
+    ownership,
   })
 }
 

@@ -16,6 +16,7 @@ import PQueue from 'p-queue'
 import type { Client } from 'ssh2'
 import { ControlChannel } from '../remote/control-channel.ts'
 import { TransportError, WorldClosedError } from '../remote/errors.ts'
+import type { SessionOwnership } from '../remote/ownership.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { type HostLookup, type SshHop, type SshTimings, connectSsh } from './connect.ts'
 import { ChannelRefusedError, type PtyRequest, type SshExecChannel, openExecChannel } from './exec-channel.ts'
@@ -41,6 +42,8 @@ export interface SshWorldOptions {
   timings: SshTimings
   pool: SshPoolSettings
   lookup?: HostLookup | undefined
+  /** The client's session ownership: every control program registers with it (remote/ownership.ts). */
+  ownership?: SessionOwnership | undefined
 }
 
 /** Pool counters (for tests, doctor and the benchmark). */
@@ -83,8 +86,12 @@ export class SshConnection {
     const where = `ssh ${describeTarget(options.hop.target)}`
     const { client, connectMs } = await connectSsh(options.hop, options.jumps, options.timings, options.lookup)
     let lastError: Error | undefined
-    // After the handshake ssh2 reports a lost connection as 'error' (e.g. Keepalive timeout), then 'close'.
+    // After the handshake ssh2 reports a lost connection as 'error' (e.g. Keepalive timeout), then
+    // 'close'. Both are heard from here on: a close while the control program starts is kept.
     client.on('error', (error: Error) => { lastError = error })
+    let clientClosed = false
+    let onClientClose = (): void => { clientClosed = true }
+    client.once('close', () => onClientClose())
     try {
       const { channel } = await openExecChannel(client, 'sh -s', undefined, where)
       channel.stderr.resume()
@@ -93,6 +100,8 @@ export class SshConnection {
         stdout: channel,
         close: () => { try { channel.close() } catch { /* connection gone */ } },
       }, where)
+      // Registered before any session of this client can start on this connection.
+      await options.ownership?.adopt(control)
       const environ = await control.environ()
       const ambient = Object.fromEntries(Object.entries(environ).filter(([name]) => !SHELL_OWN_VARIABLES.has(name)))
       const connection = new SshConnection(client, control, ambient, connectMs, where)
@@ -103,7 +112,8 @@ export class SshConnection {
         control.close()
         onClose(connection)
       }
-      client.once('close', closed)
+      onClientClose = closed
+      if (clientClosed) closed()
       control.closed.then(() => {
         // A control program that died alone leaves the connection unusable for terminals.
         if (connection.alive) { connection.lastError ??= new Error('the control channel ended'); client.end(); closed() }
