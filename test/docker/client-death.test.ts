@@ -1,0 +1,84 @@
+/**
+ * A client that dies leaves nothing running in the Docker world: on an attached container, the
+ * shared suite (test/helpers/client-death-cases.ts); a managed container ends and is removed
+ * by the engine itself within seconds of its client's SIGKILL (its pid 1 lives only while the
+ * client holds the attach stream); and the README's documented invocation (`npx tsx
+ * src/cli/main.ts`) keeps its teardown on a Ctrl-C, which tsx relays to the CLI once more.
+ */
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { fileURLToPath } from 'node:url'
+import type Docker from 'dockerode'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
+import { SESSION_SCRIPT, clientDeathCases, killHard, startCli } from '../helpers/client-death-cases.ts'
+import { IMAGE, docker, waitFor } from './helpers.ts'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+let container: Docker.Container
+
+beforeAll(async () => {
+  container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'client-death' }, HostConfig: { Init: true, NetworkMode: 'none' } })
+  await container.start()
+})
+
+afterAll(async () => {
+  await container?.remove({ force: true })
+})
+
+clientDeathCases({
+  name: 'docker (attached container)',
+  containerId: () => container.id,
+  cliFlags: () => ['--docker', container.id, '--user', 'agent'],
+  plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' }) },
+})
+
+/** Managed containers present now (any state). */
+async function managed(): Promise<Docker.ContainerInfo[]> {
+  return docker.listContainers({ all: true, filters: { label: [MANAGED_LABEL] } })
+}
+
+describe('a managed container whose client dies', () => {
+  it('ends and is removed by the engine within seconds of a SIGKILL of the CLI, a setsid escapee with it', async () => {
+    const before = new Set((await managed()).map(info => info.Id))
+    const cli = await startCli(['--image', IMAGE, '--user', 'agent'], SESSION_SCRIPT('1000'))
+    const ours = (await managed()).filter(info => !before.has(info.Id))
+    expect(ours.map(info => info.State)).toEqual(['running'])
+    await new Promise(resolve => setTimeout(resolve, 2_000))
+    await killHard(cli)
+    const killedAt = Date.now()
+    const gone = await waitFor(async () => (await managed()).some(info => info.Id === ours[0]!.Id), present => !present, 15_000, 100)
+    expect(gone).toBe(false)
+    // Within a few seconds (a generous bound: the engine, not a timer of ours, does the work).
+    expect(Date.now() - killedAt).toBeLessThan(15_000)
+    await expect(docker.getContainer(ours[0]!.Id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+  }, 90_000)
+})
+
+describe('Ctrl-C of the README invocation (npx tsx src/cli/main.ts)', () => {
+  it('keeps the teardown: the CLI closes its world and the managed container is removed, five times in a row', async () => {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const before = new Set((await managed()).map(info => info.Id))
+      // Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group
+      // (npx, tsx's launcher and the CLI), and tsx relays the signal to the CLI once more.
+      const child = spawn('npx', ['tsx', 'src/cli/main.ts', 'run', '--image', IMAGE, '--script', '-'], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'], detached: true })
+      child.stdin.end('sleep 100 &\nwhile :; do echo tick; sleep 0.2; done\n')
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+      child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+      await waitFor(() => stdout, text => text.includes('[1] stdin_read'), 60_000)
+      const ours = (await managed()).filter(info => !before.has(info.Id))
+      expect(ours).toHaveLength(1)
+      // 'close': every process holding the pipes ended, the CLI itself included (npx may end
+      // first, of the SIGINT, while the CLI still tears down).
+      const closed = once(child, 'close')
+      process.kill(-child.pid!, 'SIGINT')
+      await closed
+      expect(stderr).toContain('dsh-remote: SIGINT: closing 1 world(s) ...')
+      expect(stderr).not.toContain('Killed')
+      await expect(docker.getContainer(ours[0]!.Id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+    }
+  }, 300_000)
+})
