@@ -19,6 +19,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
 import { shQuoteArgv } from '../providers/remote/quote.ts'
+import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
@@ -149,8 +150,12 @@ export interface BubblewrapSandboxConfig {
   workspaceRoot: string
 }
 
-/** `ctx.sandbox` that confines with the remote world's bubblewrap, or fails closed. */
-export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox {
+/**
+ * `ctx.sandbox` that confines with the remote world's bubblewrap, or fails closed. It also names
+ * the program inside an argv it wrapped ({@link ProgramUnwrapper}), so a terminal publishes the
+ * shell's pid rather than bwrap's (providers/remote/wrapped-program.ts).
+ */
+export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox, ProgramUnwrapper {
   private readonly config: BubblewrapSandboxConfig
 
   constructor(ctx: Context, config: BubblewrapSandboxConfig) {
@@ -186,6 +191,17 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       denialSignatures: BWRAP_DENIAL_SIGNATURES,
       runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,
     }
+  }
+
+  /**
+   * The argv after the profile's `--` when `argv` runs this world's bwrap (the profile's own
+   * arguments are never a bare `--`), else undefined.
+   */
+  wrappedProgram(argv: readonly string[]): readonly string[] | undefined {
+    const probe = this.config.probe
+    if (!probe.usable || argv[0] !== probe.path) return undefined
+    const separator = argv.indexOf('--')
+    return separator > 0 && separator < argv.length - 1 ? argv.slice(separator + 1) : undefined
   }
 
   /** Which modes this world enforces and how. */

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ownerAgent } from '../../src/backend/world.ts'
 import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
+import { LIFELINE_COMMAND } from '../../src/providers/docker/docker-world.ts'
 
 const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-loader-'))
 const workspace = join(tmp, 'workspace')
@@ -94,7 +95,7 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
     // The shell's pid is a pid of the container's namespace: the terminal's pid, not a host pid.
     expect(Number(pid)).toBe(created.pid)
     expect(ns).not.toBe(readlinkSync('/proc/self/ns/pid'))
-    expect(init!.trim()).toBe('/sbin/docker-init -- sleep infinity')
+    expect(init!.trim()).toBe(`/sbin/docker-init -- ${LIFELINE_COMMAND.join(' ')}`)
     expect([uid, pwd]).toEqual(['1000', '/workspace'])
     const effects = await send('touch /workspace/ok && echo ws-ok; touch /etc/denied 2>&1')
     expect(effects).toContain('ws-ok')

@@ -37,7 +37,7 @@ spawnCases({
   checkEnvironment: env => {
     const ambient = Object.fromEntries(info.Config.Env.map(entry => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
     const { SERVICE_TOKEN: _secret, DROP_ME: _dropped, ...kept } = ambient
-    expect(env).toEqual({ ...kept, HOME: '/home/agent', EXPLICIT: 'yes', DEPLOY_KEY: 'deliberate' })
+    expect(env).toEqual({ ...kept, HOME: '/home/agent', EXPLICIT: 'yes', DEPLOY_KEY: 'deliberate', DSH_REMOTE_SESSION: expect.stringMatching(/^[0-9a-f]{32}\.[0-9a-f]{16}$/) })
   },
   vanishing: async () => {
     const victim = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' }, Labels: LABEL })

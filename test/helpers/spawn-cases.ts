@@ -323,7 +323,10 @@ export function spawnCases(world: SpawnWorld): void {
       expect(env.SERVICE_TOKEN).toBeUndefined()
       expect(env.DROP_ME).toBeUndefined()
       expect([env.EXPLICIT, env.DEPLOY_KEY, env.HOME]).toEqual(['yes', 'deliberate', '/home/agent'])
-      expect(Object.keys(env).filter(name => /KEY|PASSWORD|SECRET|TOKEN/i.test(name) || name.toUpperCase().startsWith('DSH_'))).toEqual(['DEPLOY_KEY'])
+      // Nothing of the harness; of ours only the session's ownership tag (remote/ownership.ts).
+      expect(Object.keys(env).filter(name => /KEY|PASSWORD|SECRET|TOKEN/i.test(name) || name.toUpperCase().startsWith('DSH_'))).toEqual(['DEPLOY_KEY', 'DSH_REMOTE_SESSION'])
+      const clientId = (runtime as unknown as { ownership: { clientId: string } }).ownership.clientId
+      expect(env.DSH_REMOTE_SESSION).toMatch(new RegExp(`^${clientId}\\.[0-9a-f]{16}$`))
       await world.checkEnvironment?.(env)
     })
 

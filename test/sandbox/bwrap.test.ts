@@ -1,23 +1,30 @@
 /**
  * The world-neutral bubblewrap pieces: the profile argv (exact), and the probe script run by a
- * REAL shell on this machine (bubblewrap is installed here, as in the project image).
+ * REAL shell with a REAL bubblewrap: in a container of the project image (which installs
+ * bubblewrap), never on the test machine, whose tools the project does not install.
  */
-import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bwrapProfileArgs, parseBwrapProbe, probeBwrap, type RemoteRun } from '../../src/sandbox/bwrap.ts'
+import { execIn } from '../docker/helpers.ts'
+import { BWRAP_CAPABLE } from '../helpers/sshd-world.ts'
+import { startContainer } from './helpers.ts'
 
 const BASE = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
 
-/** Run a script with this machine's sh, optionally with another PATH. */
-function localRun(path?: string): RemoteRun {
-  return script => new Promise(resolve => {
-    execFile('/bin/sh', ['-c', script], { env: { ...process.env, ...(path !== undefined ? { PATH: path } : {}) } }, (error, stdout, stderr) => {
-      resolve({ exitCode: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr })
-    })
-  })
+let container: { id: string; remove(): Promise<void> }
+
+beforeAll(async () => {
+  // Where bubblewrap can make its namespaces (seccomp and /proc masking relaxed, as on a host).
+  container = await startContainer({ HostConfig: { Init: true, NetworkMode: 'none', ...BWRAP_CAPABLE } })
+})
+
+afterAll(async () => {
+  await container?.remove()
+})
+
+/** Run a script with the container's sh as agent, optionally with another PATH. */
+function containerRun(path?: string): RemoteRun {
+  return async script => execIn(container.id, path === undefined ? ['sh', '-c', script] : ['env', `PATH=${path}`, '/bin/sh', '-c', script], 'agent')
 }
 
 describe('bwrapProfileArgs', () => {
@@ -40,32 +47,27 @@ describe('bwrapProfileArgs', () => {
   })
 })
 
-describe('probeBwrap (real shell, real bwrap on this machine)', () => {
+describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
   it('finds and runs bwrap; probes each workspace root', async () => {
-    const present = mkdtempSync(join(tmpdir(), 'dsh-bwrap-probe-'))
-    try {
-      const probe = await probeBwrap(localRun(), [present, '/nonexistent-dsh-ws'])
-      expect(probe).toEqual({
-        usable: true,
-        path: '/usr/bin/bwrap',
-        version: 'bubblewrap 0.8.0',
-        workspaces: {
-          [present]: { ok: true },
-          '/nonexistent-dsh-ws': { ok: false, error: 'bwrap: Can\'t find source path /nonexistent-dsh-ws: No such file or directory' },
-        },
-      })
-    } finally {
-      rmSync(present, { recursive: true, force: true })
-    }
+    const probe = await probeBwrap(containerRun(), ['/tmp', '/nonexistent-dsh-ws'])
+    expect(probe).toEqual({
+      usable: true,
+      path: '/usr/bin/bwrap',
+      version: 'bubblewrap 0.8.0',
+      workspaces: {
+        '/tmp': { ok: true },
+        '/nonexistent-dsh-ws': { ok: false, error: 'bwrap: Can\'t find source path /nonexistent-dsh-ws: No such file or directory' },
+      },
+    })
   })
 
   it('bwrap not on the PATH: unusable, said so', async () => {
-    expect(await probeBwrap(localRun('/nonexistent-bin'))).toEqual({ usable: false, reason: 'bubblewrap (bwrap) is not installed on the remote host (not found in the login PATH)' })
+    expect(await probeBwrap(containerRun('/nonexistent-bin'))).toEqual({ usable: false, reason: 'bubblewrap (bwrap) is not installed on the remote host (not found in the login PATH)' })
   })
 
   it('a failing script run is an unusable verdict naming it', async () => {
     // A world whose shell runs something else than the script (e.g. a broken login shell).
-    const broken: RemoteRun = () => localRun()('echo "sh: cannot fork" >&2; exit 127')
+    const broken: RemoteRun = () => containerRun()('echo "sh: cannot fork" >&2; exit 127')
     expect(await probeBwrap(broken)).toEqual({ usable: false, reason: 'the bubblewrap probe failed (exit 127): sh: cannot fork' })
   })
 })

@@ -145,6 +145,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const handle = await startRemoteTerminal({
       spec,
       tag: this.ownership.newTag(),
+      program: this.wrappedProgram(spec.argv),
       env: remoteChildEnv(ambient, spec.env),
       control,
       where: world.describe(user),

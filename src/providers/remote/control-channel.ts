@@ -419,6 +419,18 @@ export class ControlChannel {
     }
   }
 
+  /**
+   * A process's command line (`/proc/PID/cmdline`: its argv, each argument NUL-terminated), as
+   * lowercase hex of those bytes.
+   * @returns undefined when the process (this identity) is gone or its command line unreadable.
+   */
+  async commandLine(process: ProcessIdentity): Promise<string | undefined> {
+    const reply = await this.request('cmdline', [process.pid, process.starttime])
+    if (reply[0] === 'gone') return undefined
+    if (reply[0] !== 'ok' || reply.length > 2) throw this.unexpected('cmdline', reply)
+    return reply[1] ?? ''
+  }
+
   /** Our live processes whose environment holds a session tag (any value). */
   async taggedProcesses(): Promise<TaggedProcess[]> {
     const reply = await this.request('tags')

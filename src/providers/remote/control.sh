@@ -213,6 +213,10 @@ while IFS= read -r _req; do
     stat)
       if st "/proc/$1/stat"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
       else echo "$_id gone"; fi ;;
+    cmdline)
+      # cmdline PID START -> ok HEX | gone: the process's argv (NUL-terminated arguments) as hex
+      # (one od and one tr fork; asked only while a wrapped program starts).
+      if live "$1" "$2"; then echo "$_id ok $(od -An -v -tx1 < "/proc/$1/cmdline" | tr -d ' \n')"; else echo "$_id gone"; fi ;;
     statfile)
       # statfile PATH: parse any file as a stat line (pins the parser on hostile comm names).
       if st "$1"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"

@@ -12,6 +12,7 @@ import { InvalidArgumentError, WorldClosedError } from './errors.ts'
 import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
 import type { RemoteTerminalHandle } from './terminal.ts'
+import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 
 /** What a runtime's world must offer the shared lifecycle. */
 export interface DisposableWorld {
@@ -78,6 +79,15 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
       opening.catch(() => { if (this.worldPromise === opening) this.worldPromise = undefined })
     }
     return this.worldPromise
+  }
+
+  /**
+   * The program a terminal's argv runs when the argv is a wrapping by this world's `ctx.sandbox`
+   * (a {@link ProgramUnwrapper}, such as bubblewrap), else undefined (see wrapped-program.ts).
+   */
+  protected wrappedProgram(argv: readonly string[]): readonly string[] | undefined {
+    const sandbox: unknown = this.ctx.get('sandbox')
+    return isProgramUnwrapper(sandbox) ? sandbox.wrappedProgram(argv) : undefined
   }
 
   /** @throws WorldClosedError once disposal began. */

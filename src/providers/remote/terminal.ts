@@ -18,6 +18,7 @@ import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './contro
 import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
+import { findWrappedProgram } from './wrapped-program.ts'
 
 /** The PTY byte stream of one remote process, as a world provides it. */
 export interface TerminalTransport {
@@ -48,6 +49,11 @@ export interface RemoteTerminalStart {
    * teardown ends every process carrying it, and a later client finds the session by it.
    */
   tag: string
+  /**
+   * When `spec.argv` is a wrapper (a `ctx.sandbox` confinement), the argv of the program it runs
+   * (see wrapped-program.ts): the handle then publishes that program's pid, not the wrapper's.
+   */
+  program?: readonly string[] | undefined
   /** Control channel running as the same uid as the terminal. */
   control: ControlChannel
   /** World description for messages, e.g. `docker container abc123 as agent`. */
@@ -81,6 +87,9 @@ export interface RemoteTerminalStart {
 export const OUTPUT_COALESCE_BYTES = 64 * 1024
 /** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
 export const OUTPUT_COALESCE_MS = 2
+
+/** How long a wrapper may take to exec the program it wraps (ms); see wrapped-program.ts. */
+const WRAPPED_PROGRAM_BOUND_MS = 5_000
 
 const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
   SIGINT: 'INT', SIGTERM: 'TERM', SIGKILL: 'KILL', SIGTSTP: 'TSTP', SIGHUP: 'HUP',
@@ -151,7 +160,17 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     transport.close()
     throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace${started.starttime === 0 ? ' or already exited' : ''})`)
   }
-  const handle = new RemoteTerminalHandle(transport, start, { pid: started.pid, starttime }, started.rest)
+  const outer = { pid: started.pid, starttime }
+  let program: ProcessIdentity = outer
+  if (start.program !== undefined) {
+    try {
+      program = await findWrappedProgram(control, outer, start.program, WRAPPED_PROGRAM_BOUND_MS)
+    } catch (error) {
+      transport.close()
+      throw error
+    }
+  }
+  const handle = new RemoteTerminalHandle(transport, start, program, outer, started.rest)
   if (spec.signal?.aborted === true) {
     await handle.terminate().catch(() => undefined)
     throw spec.signal.reason
@@ -167,10 +186,15 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
  * the world broke; `output` ends in both cases.
  */
 export class RemoteTerminalHandle implements SubprocessTerminalHandle {
-  /** Top-level process id in the remote world's pid namespace. */
+  /**
+   * The program's pid in the remote world's pid namespace (the one the control channel probes
+   * and signals in): the shell itself, also under a wrapper (see {@link RemoteTerminalStart.program}).
+   */
   readonly pid: number
-  /** Identity (pid, start time) that fences every signal. */
+  /** The program's identity (pid, start time): foreground probes and signals are fenced by it. */
   readonly identity: ProcessIdentity
+  /** The terminal session's leader (the start wrapper's process, a wrapper's when wrapped): teardown ends its session. */
+  readonly session: ProcessIdentity
   readonly output = new PassThrough()
   readonly done: Promise<SubprocessOutcome>
   private readonly transport: TerminalTransport
@@ -185,10 +209,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private flushTimer: NodeJS.Timeout | undefined
 
   /** @internal Use {@link startRemoteTerminal}. */
-  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, rest: Buffer) {
+  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer) {
     this.transport = transport
     this.start = start
     this.identity = identity
+    this.session = session
     this.pid = identity.pid
     if (rest.length > 0) this.output.write(rest)
     const outputEnded = Promise.withResolvers<void>()
@@ -265,13 +290,13 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     await Promise.allSettled([...this.inflight])
     const graceMs = this.start.spec.graceMs
     try {
-      await terminateSession(this.start.control, this.identity, { graceMs, tag: this.start.tag })
+      await terminateSession(this.start.control, this.session, { graceMs, tag: this.start.tag })
     } catch (error) {
       if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
       let failure: unknown = error
       if (this.start.recoverControl !== undefined) {
         try {
-          await terminateSession(await this.start.recoverControl(), this.identity, { graceMs, tag: this.start.tag })
+          await terminateSession(await this.start.recoverControl(), this.session, { graceMs, tag: this.start.tag })
           failure = undefined
         } catch (recoveryError) {
           failure = recoveryError

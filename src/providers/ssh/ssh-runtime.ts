@@ -158,6 +158,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         return await startRemoteTerminal({
           spec,
           tag: this.ownership.newTag(),
+          program: this.wrappedProgram(spec.argv),
           env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
           control: lease.connection.control,
           where: world.describe(),
