@@ -78,13 +78,19 @@ export interface RemoteTerminalStart {
 
 /**
  * Transport output is coalesced before it reaches `output`: chunks are held until this many
- * bytes are pending, or until {@link OUTPUT_COALESCE_MS} after the first held chunk. An SSH
- * channel delivers PTY output in many small chunks (one per SSH packet, ~4 KiB), and
- * terminal-bash's per-chunk cost grows with its buffer (BoundedTextBuffer.append scans up to
- * 256 KiB per append): per-packet appends starved the event loop (`seq 1 100000` took seconds,
- * `seq 1 300000` could lose the connection to ssh2's keepalive).
+ * bytes are pending, or until {@link OUTPUT_COALESCE_MS} after the first held chunk.
+ * terminal-bash pays for each chunk in proportion to what it already holds, not to the chunk:
+ * BoundedTextBuffer.append (dsh-terminal-bash lib/index.js) splits the whole scrollback into
+ * lines and copies the whole 256 KiB tail into an array of characters, per append. So
+ * - an SSH channel's many small chunks (one per SSH packet, ~4 KiB) starved the event loop
+ *   (`seq 1 300000` took 21 s and could lose the connection to ssh2's keepalive);
+ * - under an output flood the bytes in flight when a cancel's SIGINT lands (the PTY, the
+ *   engine's copy buffers, socket buffers: 1.5 to 6 MB for `base64 /dev/urandom` in Docker)
+ *   must all pass through terminal-bash before the prompt can: at 64 KiB per chunk that took up
+ *   to 1.8 s (p90) in Docker; at 1 MiB, measured 0.2 s. A backlog arrives as back-to-back
+ *   socket reads, so the bound fills at once; a trickle still flushes at the 2 ms timer.
  */
-export const OUTPUT_COALESCE_BYTES = 64 * 1024
+export const OUTPUT_COALESCE_BYTES = 1024 * 1024
 /** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
 export const OUTPUT_COALESCE_MS = 2
 
