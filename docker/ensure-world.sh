@@ -43,6 +43,13 @@ ensure_engine() {
     if [ "$(id -u)" != 0 ]; then
       log "no Docker engine answers on the default socket and dockerd needs root to start"; return 1
     fi
+    # A dockerd that was killed (SIGKILL, OOM, power loss) leaves its pid file, and a new one
+    # refuses to start while it exists; remove it only when no such process runs.
+    # (A zombie counts as gone: its parent may be a session that no longer reaps.)
+    if [ -f /var/run/docker.pid ] && ! awk '$3 != "Z" { found = 1 } END { exit !found }' "/proc/$(cat /var/run/docker.pid)/stat" 2>/dev/null; then
+      log "removing the stale /var/run/docker.pid of a dockerd that is gone"
+      rm -f /var/run/docker.pid
+    fi
     log "starting dockerd (log: $STATE/dockerd.log)"
     # Its own session: a Ctrl-C (SIGINT to the caller's process group) or the caller's end must
     # not take the engine down with it.
