@@ -145,6 +145,9 @@ export function clientDeathCases(world: ClientDeathWorld): void {
       expect(report.orphans.map(orphan => orphan.client)).not.toContain(alive.ownership.clientId)
       const after = (await sleeps(world.containerId(), tag)).map(row => row.cmdline).sort()
       expect(after).toEqual([`sleep ${tag}2`, `sleep ${tag}3`, `sleep ${tag}4`])
+      // Nor its files: its state directory (spills) is still there.
+      const stateDir = `/tmp/dsh-remote-1000-${alive.ownership.clientId}`
+      expect((await execIn(world.containerId(), ['test', '-d', stateDir])).exitCode).toBe(0)
 
       // The live client's own close ends its sessions, the escapee of its terminal included.
       await terminal.terminate()

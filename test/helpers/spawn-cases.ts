@@ -143,7 +143,7 @@ export function spawnCases(world: SpawnWorld): void {
       expect(result.stdout.text).toBe(whole.subarray(size - 64_000).toString('utf8'))
       expect(result.stderr).toEqual({ text: 'done\n', truncated: false })
       const spill = result.stdout.spillPath!
-      expect(spill).toMatch(new RegExp(`^/tmp/dsh-remote-${uid}-[0-9a-f]{12}/[0-9a-f]{16}\\.stdout$`))
+      expect(spill).toMatch(new RegExp(`^/tmp/dsh-remote-${uid}-[0-9a-f]{32}/[0-9a-f]{16}\\.stdout$`))
       const stat = await execIn(world.containerId(), ['stat', '-c', '%s %u %a', spill])
       expect(stat.stdout.trim()).toBe(`${size} ${uid} 644`)
       const digest = await execIn(world.containerId(), ['sha256sum', spill])

@@ -20,7 +20,8 @@
  *   merely sets the variable is never taken for anyone's session.
  * - The reaper: when a client connects to a world (its first control program there), it ends
  *   every tagged process of a gone client, with the members and descendants of their sessions,
- *   through the usual teardown ladder, then removes the gone client's registrations.
+ *   through the usual teardown ladder, then removes the gone client's state directory under
+ *   /tmp (its spills) and its registrations.
  *
  * A managed container needs none of this: its pid 1 lives only while its client holds an
  * attach stream (docker-world.ts).
@@ -38,6 +39,14 @@ const TAG = /^([0-9a-f]{32})\.([0-9a-f]{16})$/
 /** A new client id: 32 hex digits (128 random bits). */
 export function newClientId(): string {
   return randomBytes(16).toString('hex')
+}
+
+/**
+ * The name of a client's state directory (spills, status files) in a world, for `uid`:
+ * `dsh-remote-UID-CLIENT`, so the reaper of a gone client finds it.
+ */
+export function stateDirectoryName(uid: number, clientId: string): string {
+  return `dsh-remote-${uid}-${clientId}`
 }
 
 /** The parts of a well-formed tag, or undefined. */
@@ -107,6 +116,8 @@ export async function reapOrphans(control: ControlChannel, options: { graceMs: n
     return [...members.values()]
   }
   const ended = await terminateMembers(control, collect, options.graceMs)
+  // Their state directories (spills) under /tmp go too: nobody can read them any more.
+  await control.removePaths(orphans.map(orphan => `/tmp/${stateDirectoryName(control.info.uid, orphan.client)}`))
   await control.unregister(orphans.flatMap(orphan => orphan.registrations))
   return { orphans, ended }
 }

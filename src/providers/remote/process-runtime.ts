@@ -4,11 +4,11 @@
  * channel, and the set of live processes a runtime ends at disposal.
  * @module dsh-remote-worlds/providers/remote/process-runtime
  */
-import { randomBytes } from 'node:crypto'
 import { posix } from 'node:path'
 import type { SubprocessSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import type { ControlChannel } from './control-channel.ts'
 import { ExecutableNotFoundError, InvalidArgumentError } from './errors.ts'
+import { stateDirectoryName } from './ownership.ts'
 import { RemoteProcessHandle, type RemoteProcessStart } from './process.ts'
 
 /** Largest delay one Node timer represents (upstream `MAX_TIMER_DELAY_MS`). */
@@ -68,13 +68,19 @@ export class RemoteStateDirectory {
   private created: string | undefined
 
   /**
+   * @param clientId - the owning client's id (ownership.ts): the directory is named after it
+   *   ({@link stateDirectoryName}), so the reaper of a gone client's sessions removes it too.
+   */
+  constructor(private readonly clientId: string) {}
+
+  /**
    * The directory, created on first call under the world's TMPDIR (else /tmp).
    * @param ambient - the world's ambient environment (for TMPDIR).
    */
   ensure(control: ControlChannel, ambient: Readonly<Record<string, string>>): Promise<string> {
     if (this.creating === undefined) {
       const base = ambient.TMPDIR !== undefined && ambient.TMPDIR.startsWith('/') && !/[\0\n]/.test(ambient.TMPDIR) ? ambient.TMPDIR : '/tmp'
-      const dir = posix.join(base, `dsh-remote-${control.info.uid}-${randomBytes(6).toString('hex')}`)
+      const dir = posix.join(base, stateDirectoryName(control.info.uid, this.clientId))
       const creating = control.makePrivateDirs([dir]).then(() => {
         this.created = dir
         return dir

@@ -41,7 +41,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   /** Processes started by `spawn`. */
   protected readonly processes = new RemoteProcessSet()
   /** The private spill directory in the world (created on first use). */
-  protected readonly stateDir = new RemoteStateDirectory()
+  protected readonly stateDir: RemoteStateDirectory
   /** This client's session ownership: its id, its session tags, its control registrations (ownership.ts). */
   readonly ownership: SessionOwnership
   private readonly terminals = new Set<RemoteTerminalHandle>()
@@ -58,6 +58,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     super(ctx)
     this.label = label
     this.ownership = new SessionOwnership(ownership)
+    this.stateDir = new RemoteStateDirectory(this.ownership.clientId)
     ctx.effect(() => () => this.dispose(), `${label} subprocess teardown`)
   }
 
