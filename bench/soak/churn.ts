@@ -25,12 +25,12 @@ export interface TerminalChurn {
  * The hostile children, one line for an interactive bash: a TERM-ignoring child, a stopped job,
  * a `setsid` double fork (the escapee is init's child in its own session at once), and a zombie
  * maker (a parent that execs away from its exited child and never reaps it). Four live processes
- * carry MARKER.
+ * carry MARKER (the stopped job stops itself before its exec, so its marker is in its `sh -c`).
  */
 export function hostileChildren(marker: string): string {
   return [
     `sh -c 'trap "" TERM; exec sleep ${marker}1' &`,
-    `sleep ${marker}2 & kill -STOP $!;`,
+    `sh -c 'kill -STOP $$; exec sleep ${marker}2' &`,
     `setsid sh -c 'sleep ${marker}3 &';`,
     `sh -c 'sleep 0 & exec sleep ${marker}4' &`,
   ].join(' ')
