@@ -50,10 +50,11 @@ const SOAK_LABEL = 'dsh-remote-worlds.soak'
 const docker = new Docker()
 const deadline = Date.now() + Number(args['max-minutes']) * 60_000
 
-/** This process's resident set (bytes) and open descriptors, after a GC when exposed. */
-async function footprint(): Promise<{ rssBytes: number; fds: number }> {
+/** This process's resident set and JS heap in use (bytes) and open descriptors, after a GC when exposed. */
+async function footprint(): Promise<{ rssBytes: number; heapBytes: number; fds: number }> {
   ;(globalThis as { gc?: () => void }).gc?.()
-  return { rssBytes: process.memoryUsage().rss, fds: (await readdir('/proc/self/fd')).length }
+  const memory = process.memoryUsage()
+  return { rssBytes: memory.rss, heapBytes: memory.heapUsed, fds: (await readdir('/proc/self/fd')).length }
 }
 
 /** The figures of one world. */
@@ -61,8 +62,8 @@ interface WorldSoak {
   world: 'docker' | 'ssh'
   terminals: TerminalChurn
   spawns: SpawnChurn
-  start: { rssBytes: number; fds: number }
-  end: { rssBytes: number; fds: number }
+  start: { rssBytes: number; heapBytes: number; fds: number }
+  end: { rssBytes: number; heapBytes: number; fds: number }
   controlChannelFailures: number
   flood: FloodCancel
   seconds: number
@@ -89,9 +90,11 @@ async function soakWorld(target: SoakWorld): Promise<WorldSoak> {
     if (error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED') controlChannelFailures += 1
   }
   try {
-    // Warm-up: the connection, the control channel, the JIT; then the first footprint.
-    await terminalChurn(runtime, checker, 3, Infinity, onFailure)
-    await spawnChurn(runtime, 20, 4, Infinity, onFailure)
+    // Warm-up, a tenth of each count: the connection, the control channel, and the process's
+    // working size (V8's compiled code and the allocator's arenas grow over the first hundreds
+    // of operations, then stay: measured, heap objects do not grow); then the first footprint.
+    await terminalChurn(runtime, checker, Math.ceil(Number(args.terminals) / 10), Infinity, onFailure)
+    await spawnChurn(runtime, Math.ceil(Number(args.spawns) / 10), 8, Infinity, onFailure)
     const start = await footprint()
     console.error(`[soak] ${target.world}: terminals ...`)
     const terminals = await terminalChurn(runtime, checker, Number(args.terminals), deadline, onFailure)
@@ -190,6 +193,7 @@ function printTables(results: readonly WorldSoak[], faults: readonly FaultRow[])
     spawns: String(result.spawns.spawns),
     'lost/wrong status': `${result.spawns.lost}/${result.spawns.wrong}`,
     'RSS MB start/end': `${(result.start.rssBytes / 2 ** 20).toFixed(0)}/${(result.end.rssBytes / 2 ** 20).toFixed(0)} (${growth(result.start.rssBytes, result.end.rssBytes)})`,
+    'heap MB start/end': `${(result.start.heapBytes / 2 ** 20).toFixed(1)}/${(result.end.heapBytes / 2 ** 20).toFixed(1)} (${growth(result.start.heapBytes, result.end.heapBytes)})`,
     'fds start/end': `${result.start.fds}/${result.end.fds}`,
     'control failures': String(result.controlChannelFailures),
     'flood cancel p50/p90 ms': `${pct(result.flood.cancelToPromptMs, 0.5).toFixed(0)}/${pct(result.flood.cancelToPromptMs, 0.9).toFixed(0)}`,

@@ -2,6 +2,8 @@
  * dsh-remote-worlds: DSH's subprocess seam for remote worlds (Docker containers, SSH hosts).
  * @module dsh-remote-worlds
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import './node-version.ts'
 export { DockerSubprocessRuntime, DockerRuntimeConfig } from './providers/docker/docker-runtime.ts'
 export { DockerWorld, MANAGED_LABEL } from './providers/docker/docker-world.ts'
 export { ControlChannel } from './providers/remote/control-channel.ts'

@@ -7,6 +7,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { readFile } from 'node:fs/promises'
 import { type Server, type Socket, connect, createServer } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
 import { Context } from '@deepseek-ai/cordis'
@@ -164,12 +165,14 @@ export class ResettingRelay {
  * with the project's own script (docker/ensure-world.sh starts dockerd when none answers).
  */
 export async function restartEngine(ensureScript: string): Promise<void> {
-  const killer = spawn('pkill', ['-TERM', '-x', 'dockerd'], { stdio: 'ignore' })
-  await once(killer, 'exit')
+  // dockerd's own pid file; no host tool (pkill) is needed to find it.
+  const pid = Number((await readFile('/var/run/docker.pid', 'utf8')).trim())
+  process.kill(pid, 'SIGTERM')
+  // Gone means gone from the process table, or a zombie nobody reaps (ensure-world.sh then
+  // removes the stale pid file); at most 60 s for the engine to stop its containers.
   for (let look = 0; look < 600; look += 1) {
-    const pgrep = spawn('pgrep', ['-x', '-r', 'R,S,D,T', 'dockerd|containerd'], { stdio: 'ignore' })
-    const [code] = await once(pgrep, 'exit') as [number | null]
-    if (code !== 0) break
+    const state = await readFile(`/proc/${pid}/stat`, 'utf8').then(stat => stat.slice(stat.lastIndexOf(') ') + 2, stat.lastIndexOf(') ') + 3), () => 'gone')
+    if (state === 'gone' || state === 'Z') break
     await delay(100)
   }
   const starter = spawn('bash', [ensureScript], { stdio: ['ignore', 'ignore', 'inherit'] })

@@ -10,6 +10,7 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
 import type { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
+import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
 
@@ -158,6 +159,18 @@ export function formatLeftovers(report: LeftoverReport): string[] {
     ...report.gaps,
   ]
   return lines.length === 0 ? ['nothing left by gone clients'] : lines
+}
+
+/**
+ * A managed container is created for the mode it is asked for: one created for another mode
+ * does not enforce a confined mode, yet `--mode MODE --workspace HOST_DIR` gets a container
+ * that does. Say that instead of "not available".
+ */
+export function managedSandboxReport(report: WorldSandboxReport, currentMode: string): WorldSandboxReport {
+  return {
+    ...report,
+    modes: report.modes.map(mode => mode.available ? mode : { ...mode, needs: `--mode ${mode.mode} --workspace HOST_DIR (a managed container is then created from that mode's policy, with the folder at /workspace; this one was created for ${currentMode})` }),
+  }
 }
 
 /** Render findings for humans. */

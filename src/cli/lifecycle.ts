@@ -68,10 +68,24 @@ export function installSignalTeardown(): void {
   }
 }
 
+/**
+ * The message of an error, with the real reason first: upstream's SandboxUnavailableError
+ * leads with generic advice for local hosts (bubblewrap, Landlock, sandbox-exec, ACL runners)
+ * and ends with ` Runner failure: DETAIL`, where this package's providers say what is true of
+ * the remote world; the detail is moved to the front.
+ */
+function leadingMessage(failure: { name?: string; message?: string }): string {
+  const message = failure.message ?? ''
+  const at = message.indexOf(' Runner failure: ')
+  if (failure.name !== 'SandboxUnavailableError' || at < 0) return message
+  const mode = /^sandbox mode "([^"]+)"/.exec(message)?.[1]
+  return `${message.slice(at + ' Runner failure: '.length)} (sandbox mode ${mode ?? 'requested'} cannot be enforced there, so nothing was started; use a world that enforces it, or danger-full-access)`
+}
+
 /** One line per error: name, code, message; inner errors of an AggregateError and `cause` chains follow, indented. */
 export function describeError(error: unknown): string {
   const failure = error as { name?: string; code?: string; message?: string; errors?: unknown[] }
-  const head = `${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${(failure.message ?? String(error)).replaceAll('\r', '')}`
+  const head = `${failure.name ?? 'Error'}${failure.code !== undefined ? ` [${failure.code}]` : ''}: ${(failure.message === undefined ? String(error) : leadingMessage(failure)).replaceAll('\r', '')}`
   const cause = (error as { cause?: unknown }).cause
   const lines = [head]
   if (Array.isArray(failure.errors)) lines.push(...failure.errors.map(inner => `  - ${describeError(inner).replaceAll('\n', '\n    ')}`))

@@ -9,11 +9,13 @@
  *   --ssh [user@]host[:port] (with --identity FILE, --known-hosts FILE); --user; --cwd.
  * @module dsh-remote-worlds/cli/main
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import '../node-version.ts'
 import { readFile } from 'node:fs/promises'
-import { Command, Option } from 'commander'
+import { Command, CommanderError, Option } from 'commander'
 import { runDemo } from './demo.ts'
 import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
-import { diagnose, formatChecks, formatLeftovers, scanLeftovers } from './doctor.ts'
+import { diagnose, formatChecks, formatLeftovers, managedSandboxReport, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
@@ -44,6 +46,8 @@ const program = new Command()
   .name('dsh-remote')
   .description('Persistent, interruptible agent shells in containers and on remote hosts (DeepSeek Harness subprocess seam).')
   .showHelpAfterError()
+  // Usage errors are errors (exit 2), not "something is left" (exit 1); subcommands inherit this.
+  .exitOverride()
 
 program.command('demo', { isDefault: true })
   .description('run a short real agent session in a throwaway container and prove nothing is left running')
@@ -102,7 +106,8 @@ targetOptions(program.command('doctor'))
     await withWorld(target, async world => {
       const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
       const checks = await diagnose(world, target.cwd)
-      const sandbox = sandboxReportOf(world.ctx)
+      const inspected = sandboxReportOf(world.ctx)
+      const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
       process.stdout.write(`${flags.json === true
         ? JSON.stringify({ target: target.description, checks, sandbox, leftovers }, null, 2)
         : [
@@ -116,6 +121,8 @@ targetOptions(program.command('doctor'))
 
 installSignalTeardown()
 program.parseAsync(process.argv).catch((error: unknown) => {
+  // commander printed the usage error (or the help) already.
+  if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2)
   process.stderr.write(`dsh-remote: ${describeError(error)}\n`)
   // A world whose teardown failed (e.g. a paused container) may still hold sockets open;
   // the error is reported and the world's state named in it, so the CLI ends here.

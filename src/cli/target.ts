@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
@@ -57,9 +57,17 @@ export interface Target {
   cwd: string
   /** Make sure what the target needs locally exists (engine, image); no-op when nothing to do. */
   prepare(): Promise<void>
+  /** A managed container, created for the target's mode (`--mode`, default danger-full-access). */
+  managed: boolean
 }
 
-const ensureScript = fileURLToPath(new URL('../../docker/ensure-world.sh', import.meta.url))
+/**
+ * docker/ensure-world.sh of this package: two folders up from src/cli when run from source,
+ * three from dist/src/cli when installed (the package ships docker/ beside dist/).
+ */
+const ensureScript = ['../../docker/ensure-world.sh', '../../../docker/ensure-world.sh']
+  .map(relative => fileURLToPath(new URL(relative, import.meta.url)))
+  .find(path => existsSync(path)) ?? fileURLToPath(new URL('../../docker/ensure-world.sh', import.meta.url))
 
 /**
  * Run docker/ensure-world.sh (starts a Docker engine when none answers and the machine allows
@@ -103,6 +111,7 @@ export function resolveTarget(flags: TargetFlags): Target {
       },
       cwd: flags.cwd ?? remoteWorkspace(login),
       prepare: async () => {},
+      managed: false,
     }
   }
   if (flags.docker !== undefined) {
@@ -111,6 +120,7 @@ export function resolveTarget(flags: TargetFlags): Target {
       world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}) }, workspaceRoot: remoteWorkspace(user), ...mode },
       cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
+      managed: false,
     }
   }
   const image = flags.image ?? DEFAULT_IMAGE
@@ -147,6 +157,7 @@ export function resolveTarget(flags: TargetFlags): Target {
     },
     cwd: flags.cwd ?? workspaceRoot,
     prepare: () => image === DEFAULT_IMAGE ? ensureDockerWorld(image) : Promise.resolve(),
+    managed: true,
   }
 }
 

@@ -6,6 +6,8 @@
  * src/sandbox/docker-provider.ts).
  * @module dsh-remote-worlds/plugins/docker-sandbox
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import z from '@deepseek-ai/schemastery'

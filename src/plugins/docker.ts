@@ -10,6 +10,8 @@
  * container (and the spill directory in an attached one).
  * @module dsh-remote-worlds/plugins/docker
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import z from '@deepseek-ai/schemastery'

@@ -4,6 +4,8 @@
  * working bubblewrap every confined mode fails closed (src/sandbox/ssh-companion.ts).
  * @module dsh-remote-worlds/plugins/ssh-sandbox
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import z from '@deepseek-ai/schemastery'

@@ -11,6 +11,8 @@
  * connections.
  * @module dsh-remote-worlds/plugins/ssh
  */
+// First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
+import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import z from '@deepseek-ai/schemastery'
 import { SshSubprocessRuntime, type SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'

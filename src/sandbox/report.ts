@@ -27,6 +27,12 @@ export interface SandboxModeReport {
   facts: string[]
   /** Why enforcement is partial, or why the mode is unavailable; empty when full. */
   gaps: string[]
+  /**
+   * For an unavailable mode that another world of the same kind would enforce: what it takes
+   * (e.g. `--mode read-only --workspace HOST_DIR` for a managed container created for another
+   * mode). Absent when nothing the user can pass changes it.
+   */
+  needs?: string
 }
 
 /** What one world can enforce. */
@@ -59,9 +65,11 @@ export function formatSandboxReport(report: WorldSandboxReport): string[] {
       ? `${mode.mode}: UNCONFINED (no sandbox; the shell can write anywhere the world lets its user write)`
       : mode.available
         ? `${mode.mode}: enforced (${mode.enforcement}) by ${mode.mechanism}`
-        : `${mode.mode}: NOT available (fails closed with SandboxUnavailableError)`
+        : mode.needs !== undefined
+          ? `${mode.mode}: available with ${mode.needs}`
+          : `${mode.mode}: NOT available (fails closed with SandboxUnavailableError)`
     lines.push(`  ${head}`)
-    for (const gap of mode.gaps) lines.push(`    - ${gap}`)
+    if (mode.needs === undefined) for (const gap of mode.gaps) lines.push(`    - ${gap}`)
   }
   if (report.limits !== undefined) {
     const { pidsLimit, memoryBytes, nanoCpus, networkMode } = report.limits

@@ -178,7 +178,9 @@ export class DockerWorld {
       })
     } catch (error) {
       const mapped = engineError(error, `docker image ${image}`)
-      if (mapped instanceof TargetNotFoundError) throw new TargetNotFoundError(`docker image ${image} does not exist locally (run docker/ensure-world.sh or pull it)`, { cause: error })
+      // The engine's 404 for a missing image reads "no such container - No such image: X" through
+      // dockerode; only the engine's own text is true, so that is all that is kept of it.
+      if (mapped instanceof TargetNotFoundError) throw new TargetNotFoundError(`docker image ${image} does not exist locally (the engine says: ${(error as { json?: { message?: string } }).json?.message ?? 'no such image'}); build it (docker/ensure-world.sh builds the project image) or pull it`)
       throw mapped
     }
     let lifeline: Duplex | undefined
