@@ -37,6 +37,8 @@ export interface Config {
   workspace?: { bind?: string; volume?: string }
   /** Managed container only: resource limits (defaults apply under confined modes). */
   limits?: { pidsLimit?: number; memoryBytes?: number; nanoCpus?: number; tmpBytes?: number }
+  /** End what clients that died left in the container when this one connects (default true). */
+  reapOrphans?: boolean
 }
 
 /** Schema of {@link Config}, validated by cordis (and the loader) before {@link apply}. */
@@ -55,6 +57,7 @@ export const Config: z<Config> = z.object({
     nanoCpus: z.natural(),
     tmpBytes: z.natural(),
   }).description('Managed container only: resource limits.'),
+  reapOrphans: z.boolean().description('End what clients that died left in the container when this one connects (default true).'),
 })
 
 /** Drop keys whose value is undefined (the runtime's config is strict). */

@@ -39,6 +39,7 @@ export interface Config {
   keepaliveIntervalMs?: number
   keepaliveCountMax?: number
   maxConcurrentConnects?: number
+  reapOrphans?: boolean
 }
 
 const stringOrList = z.union([z.string(), z.array(z.string())])
@@ -62,6 +63,7 @@ export const Config: z<Config> = z.object({
   keepaliveIntervalMs: z.natural().description('Keepalive interval (ms).'),
   keepaliveCountMax: z.natural().description('Unanswered keepalives before the connection counts as lost.'),
   maxConcurrentConnects: z.natural().description('SSH handshakes in flight at once.'),
+  reapOrphans: z.boolean().description('End what clients that died left on the host when this one connects (default true).'),
 })
 
 /** Register the SSH runtime as `ctx.subprocess`. No connection is made until first use. */

@@ -105,4 +105,40 @@ describe('dsh-remote with a bad target', () => {
     expect(stderr).toContain('TargetNotFoundError [TARGET_NOT_FOUND]')
     expect(code).toBe(2)
   }, 60_000)
+
+  it('says only what is true of an image that does not exist (no "no such container")', async () => {
+    const { code, stderr } = await cli(['run', '--image', 'dsh-remote-no-such-image:1', '--script', 'test/fixtures/agent-session-basic.txt'])
+    expect(stderr).toBe('dsh-remote: TargetNotFoundError [TARGET_NOT_FOUND]: docker image dsh-remote-no-such-image:1 does not exist locally (the engine says: No such image: dsh-remote-no-such-image:1); build it (docker/ensure-world.sh builds the project image) or pull it\n')
+    expect(code).toBe(2)
+  }, 60_000)
+
+  it('leads a refused sandbox mode with the world\'s own reason, not upstream\'s advice for local hosts', async () => {
+    const { code, stderr } = await cli(['run', '--docker', container.id, '--user', 'agent', '--mode', 'read-only', '--workspace', '/tmp', '--script', 'test/fixtures/agent-session-basic.txt'])
+    const line = stderr.split('\n').find(text => text.startsWith('dsh-remote: '))!
+    expect(line).toMatch(/^dsh-remote: SandboxUnavailableError \[SANDBOX_UNAVAILABLE\]: docker container [0-9a-f]{12}/)
+    expect(line.endsWith('(sandbox mode read-only cannot be enforced there, so nothing was started; use a world that enforces it, or danger-full-access)')).toBe(true)
+    expect(line).not.toContain('Landlock')
+    expect(code).toBe(2)
+  }, 60_000)
+})
+
+describe('dsh-remote usage errors', () => {
+  it.each([
+    ['an unknown option', ['run', '--no-such-option', '--script', '-']],
+    ['a bad --mode', ['run', '--mode', 'wide-open', '--script', '-']],
+    ['a missing --script', ['run']],
+  ])('%s exits 2 (an error), never 1 (something is left)', async (_what, args) => {
+    const { code, stderr } = await cli(args)
+    expect(stderr).toMatch(/^error: /)
+    expect(code).toBe(2)
+  })
+})
+
+describe('dsh-remote doctor on a managed container', () => {
+  it('says what a confined mode needs (a workspace) instead of "not available"', async () => {
+    const { stdout } = await cli(['doctor'])
+    expect(stdout).toContain('read-only: available with --mode read-only --workspace HOST_DIR (a managed container is then created from that mode\'s policy, with the folder at /workspace; this one was created for danger-full-access)')
+    expect(stdout).toContain('workspace-write: available with --mode workspace-write --workspace HOST_DIR')
+    expect(stdout).not.toContain('NOT available')
+  }, 120_000)
 })

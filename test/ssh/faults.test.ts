@@ -5,12 +5,11 @@
  * handle's `done` with TransportError and ends `output` within the keepalive bound, and the next
  * terminal on that target reconnects. Timing bounds are hang guards only.
  */
-import { execFile, spawn } from 'node:child_process'
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHmac, randomBytes } from 'node:crypto'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import { Context } from '@deepseek-ai/cordis'
@@ -25,8 +24,8 @@ import {
   UnknownHostKeyError,
 } from '../../src/providers/ssh/errors.ts'
 import { type SshRuntimeConfig, type SshRuntimeExtras, SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
-import { execIn, hangGuard, terminalLeftovers, waitFor } from '../docker/helpers.ts'
-import { type SshdWorld, freePort, generateKeyPair, startSshdWorld } from '../helpers/sshd-world.ts'
+import { docker, execIn, hangGuard, terminalLeftovers, waitFor } from '../docker/helpers.ts'
+import { type SshdWorld, TARGET_IMAGE, TEST_LABEL, freePort, generateKeyPair, startSshdWorld } from '../helpers/sshd-world.ts'
 
 let sshd: SshdWorld
 
@@ -87,11 +86,18 @@ describe('connecting: trust and authentication', () => {
   })
 
   it('logs in with a key held by a real ssh-agent (SSH_AUTH_SOCK), not forwarding it', async () => {
-    const socket = join(sshd.dir, 'agent.sock')
-    const agent = spawn('ssh-agent', ['-D', '-a', socket], { stdio: 'ignore' })
+    // OpenSSH's ssh-agent from the project image (no host tool), as this process's uid, its
+    // socket in a folder bind-mounted from here: the runtime connects to it like to any agent.
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-agent-'))
+    writeFileSync(join(dir, 'id_ed25519'), sshd.clientKey.privateKey, { mode: 0o600 })
+    const socket = join(dir, 'agent.sock')
+    const uid = `${process.getuid!()}:${process.getgid!()}`
+    const agent = await docker.createContainer({ Image: TARGET_IMAGE, User: uid, Cmd: ['ssh-agent', '-D', '-a', '/agent/agent.sock'], Labels: { [TEST_LABEL]: 'agent' }, HostConfig: { NetworkMode: 'none', Init: true, Binds: [`${dir}:/agent`] } })
+    await agent.start()
     try {
       await waitFor(() => existsSync(socket), exists => exists, 5_000, 10)
-      await promisify(execFile)('ssh-add', [sshd.clientKeyFile], { env: { PATH: process.env.PATH, SSH_AUTH_SOCK: socket } })
+      const added = await execIn(agent.id, ['env', 'SSH_AUTH_SOCK=/agent/agent.sock', 'ssh-add', '/agent/id_ed25519'], uid)
+      expect(added.exitCode, added.stderr).toBe(0)
       const previous = process.env.SSH_AUTH_SOCK
       process.env.SSH_AUTH_SOCK = socket
       try {
@@ -111,7 +117,8 @@ describe('connecting: trust and authentication', () => {
         else process.env.SSH_AUTH_SOCK = previous
       }
     } finally {
-      agent.kill()
+      await agent.remove({ force: true })
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 

@@ -1,0 +1,188 @@
+/**
+ * The package as users meet it: the tarball `npm pack` makes (its `prepack` builds dist/),
+ * installed with npm into a scratch project next to the upstream packages it names as peers.
+ * - The tarball holds the library, the CLI, the image scripts and the bundle patch; no tests,
+ *   no bench, no sources.
+ * - The README's composition example, copied from the README as it stands, runs there under
+ *   Node 22, prints from the container, and exits promptly after its disposal.
+ * - A Node older than the engines range fails at import with the required version named.
+ * - As a DSH bundle: a profile lists the installed package in `dsh.profile.bundles` (what
+ *   `dsh plugin add` writes), the upstream loader composes the profile with the package's own
+ *   cordis.patch.yml, the environment chooses a managed container, dsh-base's local rows are
+ *   disabled, and the terminal tool then runs in the container.
+ */
+import { execFile } from 'node:child_process'
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import type { Context } from '@deepseek-ai/cordis'
+import { boot, loadProfile } from '@deepseek-ai/dsh-app-boot'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ownerAgent } from '../../src/backend/world.ts'
+import { IMAGE, docker, hangGuard } from '../docker/helpers.ts'
+import { ROOT } from '../helpers/built-package.ts'
+
+const run = promisify(execFile)
+const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-packed-'))
+const home = join(tmp, 'dsh-home')
+/** The scratch project, which is also the DSH profile `packed` (a profile is a package directory). */
+const project = join(home, 'profiles', 'packed')
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; peerDependencies: Record<string, string> }
+let tarball: string
+/** The tarball's files, as `npm pack --json` lists them. */
+let packedFiles: string[]
+
+/** The README's composition example: the js block after the `example:` marker. */
+function readmeExample(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const marker = readme.indexOf('<!-- example: test/package/packed.test.ts runs the next block -->')
+  expect(marker).toBeGreaterThan(0)
+  const block = /```js\n([\s\S]*?)```/.exec(readme.slice(marker))
+  expect(block).not.toBeNull()
+  return block![1]!
+}
+
+beforeAll(async () => {
+  const packed = await run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 16 << 20 })
+  const [report] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[]
+  tarball = join(tmp, report!.filename)
+  packedFiles = report!.files.map(file => file.path)
+  mkdirSync(project, { recursive: true })
+  writeFileSync(join(project, 'package.json'), `${JSON.stringify({
+    name: 'dsh-profile-packed',
+    private: true,
+    type: 'module',
+    dependencies: { [pkg.name]: `file:${tarball}`, ...pkg.peerDependencies },
+    dsh: { profile: { bundles: ['test-base', pkg.name] } },
+  }, null, 2)}\n`)
+  // From npm's cache when it has them (the project's own install put them there).
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: project, maxBuffer: 16 << 20 })
+}, 300_000)
+
+afterAll(() => {
+  rmSync(tmp, { recursive: true, force: true })
+})
+
+describe('the packed tarball', () => {
+  it('holds the library, the CLI, the image scripts and the bundle patch, and nothing of tests, bench or sources', () => {
+    const files = packedFiles
+    expect(files.filter(path => /^(dist\/(test|bench)|test|bench|src|scratch)\//.test(path) || path.endsWith('.map'))).toEqual([])
+    expect(files).toEqual(expect.arrayContaining([
+      'package.json',
+      'README.md',
+      'cordis.patch.yml',
+      'docs/DESIGN.md',
+      'docker/ensure-world.sh',
+      'docker/Dockerfile',
+      'dist/src/index.js',
+      'dist/src/index.d.ts',
+      'dist/src/cli/main.js',
+      'dist/src/plugins/docker.js',
+      'dist/src/providers/remote/control.sh',
+    ]))
+    // The upstream packages are peers, installed once beside it: one cordis in the project.
+    const cordisCopies = readdirSync(join(project, 'node_modules', pkg.name)).includes('node_modules')
+      ? readdirSync(join(project, 'node_modules', pkg.name, 'node_modules'))
+      : []
+    expect(cordisCopies).not.toContain('@deepseek-ai')
+  })
+
+  it('runs the README composition example as written, under Node 22, and exits after its disposal', async () => {
+    writeFileSync(join(project, 'example.mjs'), readmeExample())
+    const started = Date.now()
+    const { stdout } = await hangGuard(run(process.execPath, ['example.mjs'], { cwd: project, timeout: 120_000 }), 120_000, 'the README example')
+    const info = await docker.listContainers({ all: true, filters: { ancestor: [IMAGE], label: ['dsh-remote-worlds.managed=true'] } })
+    expect(stdout).toMatch(/^0 agent in [0-9a-f]{12}\n$/)
+    // The managed container went with the disposal.
+    expect(info.filter(container => stdout.includes(container.Id.slice(0, 12)))).toEqual([])
+    // Promptly: the process ended with its disposal (a generous hang bound, not a speed check).
+    expect(Date.now() - started).toBeLessThan(60_000)
+  }, 150_000)
+
+  it('fails at import on a Node older than 22.19, naming the required version', async () => {
+    // A preload that makes this Node report an older version, as Node 20 would.
+    writeFileSync(join(project, 'old-node.mjs'), "Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '20.20.2' } })\n")
+    const failure = await run(process.execPath, ['--import', './old-node.mjs', 'example.mjs'], { cwd: project }).then(() => undefined, (error: { code: number; stderr: string }) => error)
+    expect(failure?.code).toBe(1)
+    expect(failure?.stderr).toContain(`Error: dsh-remote-worlds needs Node.js >= 22.19.0; this is Node.js 20.20.2 (${process.execPath})`)
+  })
+})
+
+describe('the packed package as a DSH bundle', () => {
+  let ctx: Context | undefined
+  // Not below /tmp: the managed container binds the working directory at the same path, and
+  // its /tmp is a private tmpfs (the sandbox refuses a workspace there, rightly).
+  const workspace = mkdtempSync('/var/tmp/dsh-remote-packed-ws-')
+  const saved = { cwd: process.cwd(), env: { ...process.env } }
+
+  beforeAll(() => {
+    // A stand-in for dsh-base: the rows a profile starts from, the local `subprocess` and
+    // `sandbox` rows included. Their packages are not installed: the bundle must disable them.
+    const base = join(project, 'node_modules', 'test-base')
+    mkdirSync(base, { recursive: true })
+    writeFileSync(join(base, 'package.json'), JSON.stringify({ name: 'test-base', version: '1.0.0', dsh: { bundle: { patch: './cordis.patch.yml' } } }))
+    writeFileSync(join(base, 'cordis.patch.yml'), `- insert:
+    - id: session
+      name: '@deepseek-ai/dsh-session'
+    - id: agent
+      name: '@deepseek-ai/dsh-agent'
+    - id: terminal
+      name: '@deepseek-ai/dsh-terminal'
+    - id: subprocess
+      name: '@deepseek-ai/dsh-subprocess-local'
+    - id: sandbox
+      name: '@deepseek-ai/dsh-sandbox-local'
+    - id: sandbox-policy
+      name: '@deepseek-ai/dsh-sandbox-policy'
+      config:
+        mode: read-only
+        workspaceRoot: !!js process.cwd()
+    - id: terminal-bash
+      name: '@deepseek-ai/dsh-terminal-bash'
+`)
+    writeFileSync(join(project, 'cordis.yml'), '[]\n')
+    writeFileSync(join(project, 'cordis.patch.yml'), '[]\n')
+    writeFileSync(join(workspace, 'hello.txt'), 'hello from the project\n')
+    chownSync(workspace, 1000, 1000)
+  })
+
+  afterAll(async () => {
+    await ctx?.fiber.dispose().catch(() => undefined)
+    process.chdir(saved.cwd)
+    process.env = saved.env
+    rmSync(workspace, { recursive: true, force: true })
+  })
+
+  it('composes the chosen world from its own patch: local rows disabled, the terminal tool in a managed container', async () => {
+    // What a user's shell would hold: the world chosen by the environment, dsh started in the project.
+    process.env.DSH_HOME = home
+    process.env.DSH_REMOTE_DOCKER_IMAGE = IMAGE
+    process.env.DSH_REMOTE_USER = 'agent'
+    process.chdir(workspace)
+    const profile = loadProfile('dsh-remote-test', 'packed', join(project, 'package.json'), home)
+    expect(profile.layers.map(layer => [layer.packageName, layer.patchPath])).toEqual([
+      ['test-base', join(project, 'node_modules/test-base/cordis.patch.yml')],
+      [pkg.name, join(project, 'node_modules', pkg.name, 'cordis.patch.yml')],
+    ])
+    ctx = await hangGuard(boot('dsh-remote-test', join(project, 'cordis.yml'), [...profile.layers.flatMap(layer => layer.patches), ...profile.patches]), 60_000, 'boot')
+    const runtime = ctx.get('subprocess') as unknown as { constructor: { name: string }; world(): Promise<{ containerId: string; managed: boolean }> }
+    expect(runtime.constructor.name).toBe('DockerSubprocessRuntime')
+    const world = await runtime.world()
+    expect(world.managed).toBe(true)
+    const info = await docker.getContainer(world.containerId).inspect()
+    expect(info.HostConfig.ReadonlyRootfs).toBe(true)
+
+    const agent = ownerAgent(ctx, 'bundle-test')
+    ctx.agents.register(agent)
+    const created = await hangGuard(ctx.terminals.spawn(agent, { type: 'shell' }), 30_000, 'terminal spawn')
+    const send = async (text: string): Promise<string> => (await hangGuard(ctx!.terminals.startSend(agent, created.sessionId, { text, submit: true }).done, 30_000, text)).viewport
+    const facts = await send('echo "host=$(hostname) uid=$(id -u) pwd=$PWD"; cat hello.txt; touch denied 2>&1')
+    expect(facts).toContain(`host=${info.Config.Hostname} uid=1000 pwd=${workspace}`)
+    expect(facts).toContain('hello from the project')
+    expect(facts).toContain("touch: cannot touch 'denied': Read-only file system")
+    await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
+    ctx = undefined
+    await expect(docker.getContainer(world.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
+  }, 120_000)
+})
