@@ -53,6 +53,8 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
   }
   samples.sort((a, b) => a - b)
   checks.push({ name: 'control channel', ok: true, detail: `uid ${control.info.uid}, arch ${control.info.arch}, median round trip ${samples[10]!.toFixed(2)} ms (20 pings in ${(performance.now() - pingStarted).toFixed(1)} ms)` })
+  const unowned = ownershipGap(world, control.info.uid)
+  checks.push({ name: 'session ownership', ok: unowned === undefined, detail: unowned ?? `registered in /tmp/dsh-remote-owners-${control.info.uid}: if this client dies, the next client (as uid ${control.info.uid}) finds and ends what it left` })
 
   let terminal: SubprocessTerminalHandle | undefined
   try {
@@ -118,6 +120,8 @@ export interface LeftoverReport {
   containers: { id: string; state: string; image: string }[]
   /** True when they were ended (`--reap`). */
   reaped: boolean
+  /** With `--reap`: every process the ladder ended (the tagged ones, and what shared their sessions). */
+  ended: number[]
   /** Why the scan is incomplete, when it is (e.g. the ownership registry is unusable). */
   gaps: string[]
 }
@@ -133,8 +137,8 @@ export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean
   const control = await runtime.control()
   const report = await reapOrphans(control, { graceMs: 3_000, dryRun: !options.reap })
   const gaps: string[] = []
-  const unavailable = (world.runtime as Partial<RemoteSubprocessRuntime<never>>).ownership?.unavailable(control.info.uid)
-  if (unavailable !== undefined) gaps.push(`${unavailable}: clients here cannot be proven gone`)
+  const unavailable = ownershipGap(world, control.info.uid)
+  if (unavailable !== undefined) gaps.push(unavailable)
   let containers: LeftoverReport['containers'] = []
   if (world.runtime instanceof DockerSubprocessRuntime) {
     const docker = (await world.runtime.world()).docker
@@ -146,8 +150,18 @@ export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean
     sessions: report.orphans.filter(orphan => orphan.processes.length > 0).map(orphan => ({ client: orphan.client, processes: orphan.processes.map(({ pid, starttime, tag }) => ({ pid, starttime, tag })) })),
     containers,
     reaped: options.reap,
+    ended: report.ended.map(identity => identity.pid),
     gaps,
   }
+}
+
+/**
+ * Why this client is not registered in the world's ownership registry for `uid`, with what
+ * follows from it, or undefined when it is (remote/ownership.ts).
+ */
+export function ownershipGap(world: RemoteWorld, uid: number): string | undefined {
+  const unavailable = (world.runtime as Partial<RemoteSubprocessRuntime<never>>).ownership?.unavailable(uid)
+  return unavailable === undefined ? undefined : `${unavailable}: what a client that dies leaves here cannot be found by the next one, and what others left is not seen`
 }
 
 /** Render a leftover report for humans (indented lines). */
@@ -155,10 +169,11 @@ export function formatLeftovers(report: LeftoverReport): string[] {
   const verb = report.reaped ? 'ended' : 'still running (end them with doctor --reap)'
   const lines = [
     ...report.sessions.map(session => `sessions of gone client ${session.client} ${verb}: pids ${session.processes.map(process => process.pid).join(', ')}`),
+    ...(report.reaped && report.ended.length > 0 ? [`ended ${report.ended.length} processes in all (with the members of those sessions): pids ${report.ended.join(', ')}`] : []),
     ...report.containers.map(container => `managed container ${container.id} (${container.state}, ${container.image}) of a gone client ${report.reaped ? 'removed' : 'left (remove it with doctor --reap)'}`),
     ...report.gaps,
   ]
-  return lines.length === 0 ? ['nothing left by gone clients'] : lines
+  return lines.length === 0 ? ['nothing left by gone clients (of this uid: other users\' clients are seen with --user)'] : lines
 }
 
 /**

@@ -15,12 +15,13 @@ import { readFile } from 'node:fs/promises'
 import { Command, CommanderError, Option } from 'commander'
 import { runDemo } from './demo.ts'
 import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
-import { diagnose, formatChecks, formatLeftovers, managedSandboxReport, scanLeftovers } from './doctor.ts'
+import { diagnose, formatChecks, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
 import { describeError, installSignalTeardown, withWorld } from './lifecycle.ts'
-import { type TargetFlags, resolveTarget } from './target.ts'
+import { type TargetFlags, controlledRuntime, resolveTarget } from './target.ts'
+import type { RemoteWorld } from '../backend/world.ts'
 
 function targetOptions(command: Command): Command {
   return command
@@ -33,6 +34,12 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
     .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
     .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--ssh'))
+}
+
+/** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
+async function warnUnowned(world: RemoteWorld): Promise<void> {
+  const gap = ownershipGap(world, (await controlledRuntime(world).control()).info.uid)
+  if (gap !== undefined) process.stderr.write(`dsh-remote: WARNING: ${gap}\n`)
 }
 
 async function readScript(source: string): Promise<string> {
@@ -64,6 +71,7 @@ targetOptions(program.command('shell'))
     process.stderr.write(`opening ${target.description} ...\n`)
     await withWorld(target, async world => {
       const terminal = await world.open({ cwd: target.cwd })
+      await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
       await terminal.close()
       if (typeof status === 'number') process.exitCode = status
@@ -81,6 +89,7 @@ targetOptions(program.command('run'))
       const terminal = await world.open({ cwd: target.cwd })
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
+      await warnUnowned(world)
       let i = 0
       for (const step of steps) {
         const record = await runStep(terminal, step, ++i)

@@ -41,6 +41,7 @@ describe.each(['agent', 'root'])('dsh-remote doctor --docker CONTAINER --user %s
     const report = JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[] }
     expect(report.checks.map(check => [check.name, check.ok])).toEqual([
       ['control channel', true],
+      ['session ownership', true],
       ['pid publication', true],
       ['foreground probing', true],
       ['exact stdin-wait', true],

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
 import { SESSION_SCRIPT, clientDeathCases, killHard, startCli } from '../helpers/client-death-cases.ts'
-import { IMAGE, docker, waitFor } from './helpers.ts'
+import { type ContainerProcess, IMAGE, containerProcesses, docker, execIn, waitFor } from './helpers.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 let container: Docker.Container
@@ -33,6 +33,72 @@ clientDeathCases({
   cliFlags: () => ['--docker', container.id, '--user', 'agent'],
   plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' }) },
 })
+
+describe('a live client whose control program is killed', () => {
+  it('keeps its sessions: another client does not take them for a gone client\'s, and its terminal goes on', async () => {
+    const { Context } = await import('@deepseek-ai/cordis')
+    const tag = `93${process.pid}`
+    const alive = new Context()
+    const other = new Context()
+    try {
+      await alive.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' })
+      const runtime = alive.subprocess as unknown as DockerSubprocessRuntime
+      const terminal = await runtime.spawnTerminal({ argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: 'dsh> ' }, rows: 24, cols: 80, graceMs: 1_000 })
+      terminal.output.resume()
+      await terminal.write(`setsid sleep ${tag}1 & sleep ${tag}2 &\r`)
+      await waitFor(() => running(tag), rows => rows.length === 2, 10_000)
+      // Its control program dies, as the same user can make it.
+      const killed = await execIn(container.id, ['kill', '-KILL', String((await runtime.control()).info.pid)], 'agent')
+      expect(killed.exitCode).toBe(0)
+      await other.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' })
+      const reaper = other.subprocess as unknown as DockerSubprocessRuntime
+      await reaper.control()
+      const [outcome] = await reaper.ownership.reaped()
+      expect(outcome).toEqual({ status: 'fulfilled', value: { orphans: [], ended: [] } })
+      expect((await running(tag)).length).toBe(2)
+      // Its terminal goes on, on the replaced channel.
+      expect(await terminal.inspectForeground()).toEqual({ processGroupId: terminal.pid, inputWaiting: true })
+      await terminal.terminate()
+      expect(await running(tag)).toEqual([])
+    } finally {
+      await other.fiber.dispose()
+      await alive.fiber.dispose()
+    }
+  }, 60_000)
+})
+
+describe('an ownership registry another user made first', () => {
+  it('is not trusted: doctor fails its session-ownership check and says what follows, and run warns', async () => {
+    const squatted = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'client-death' }, HostConfig: { Init: true, NetworkMode: 'none' } })
+    await squatted.start()
+    try {
+      expect((await execIn(squatted.id, ['mkdir', '-m', '777', '/tmp/dsh-remote-owners-1000'], 'nobody')).exitCode).toBe(0)
+      const reason = 'the ownership registry /tmp/dsh-remote-owners-1000 cannot be used (not creatable, or not a directory owned by uid 1000): what a client that dies leaves here cannot be found by the next one, and what others left is not seen'
+      const doctor = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'doctor', '--docker', squatted.id, '--user', 'agent', '--cwd', '/tmp', '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+      let stdout = ''
+      doctor.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+      const [code] = await once(doctor, 'exit') as [number | null]
+      const report = JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[]; leftovers: { gaps: string[] } }
+      expect(report.checks.find(check => check.name === 'session ownership')).toEqual({ name: 'session ownership', ok: false, detail: reason })
+      expect(report.leftovers.gaps).toEqual([reason])
+      expect(code).toBe(1)
+      const run = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'run', '--docker', squatted.id, '--user', 'agent', '--script', '-'], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] })
+      run.stdin.end('echo hi\n')
+      let stderr = ''
+      run.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+      run.stdout.resume()
+      await once(run, 'exit')
+      expect(stderr).toContain(`dsh-remote: WARNING: ${reason}\n`)
+    } finally {
+      await squatted.remove({ force: true })
+    }
+  }, 90_000)
+})
+
+/** Live sleeps carrying `tag` in their command line. */
+async function running(tag: string): Promise<ContainerProcess[]> {
+  return (await containerProcesses(container.id)).filter(row => row.comm === 'sleep' && row.cmdline.includes(tag) && row.state !== 'Z')
+}
 
 /** Managed containers present now (any state). */
 async function managed(): Promise<Docker.ContainerInfo[]> {

@@ -246,6 +246,18 @@ export class DockerWorld {
         control.close()
         throw error
       }
+      // A channel that fails while the world lives (its program killed, a request timed out) is
+      // replaced at once, not at the next request: the replacement's registration is what keeps
+      // this client's sessions from looking gone to another client, which confirms a gone client
+      // over REAP_CONFIRM_MS (remote/ownership.ts). At most one replacement a second, so a dying
+      // world is not hammered.
+      const openedAt = Date.now()
+      void control.closed.then(() => {
+        const replace = (): void => {
+          if (!this.disposed && this.controls.get(key) === started) this.control(user).catch(() => undefined)
+        }
+        setTimeout(replace, Math.max(0, 1_000 - (Date.now() - openedAt))).unref()
+      })
       return control
     })()
     this.controls.set(key, started)
@@ -278,6 +290,9 @@ export class DockerWorld {
       if ('setNoDelay' in stream && typeof stream.setNoDelay === 'function') stream.setNoDelay(true)
       return { exec, stream }
     } catch (error) {
+      // The container existed when the world opened: a 404 now means it ended and was removed
+      // (a managed container's AutoRemove, or someone's `docker rm`), which is "not running".
+      if ((error as { statusCode?: number }).statusCode === 404) throw new TargetNotRunningError(`${this.describe(options.user)} no longer exists: it ended and was removed`, { cause: error })
       throw engineError(error, this.describe(options.user))
     }
   }
@@ -457,6 +472,11 @@ export class DockerWorld {
     }
   }
 
+  /** True once the engine no longer knows the container (inspect answers 404). */
+  private async removed(): Promise<boolean> {
+    return this.docker.getContainer(this.containerId).inspect().then(() => false, (error: { statusCode?: number }) => error.statusCode === 404)
+  }
+
   /** True while the container runs (false when stopped, paused, removed, or the engine is gone). */
   async running(): Promise<boolean> {
     return (await this.state()) === 'running'
@@ -482,7 +502,7 @@ export class DockerWorld {
         if (status !== 404 && status !== 409) throw engineError(error, `removing ${this.describe()}`)
       })
       // A 409 (AutoRemove already removing it) returns early: wait until the engine forgot it.
-      for (let look = 0; look < 200 && (await this.state()) !== 'ended'; look += 1) await delay(50)
+      for (let look = 0; look < 200 && !(await this.removed()); look += 1) await delay(50)
     }
   }
 }

@@ -18,16 +18,18 @@
  *   uid (or root) can read, and only processes of the reaper's own uid are considered; a tag is
  *   acted on only when its client has registrations in the 0700 registry, so a process that
  *   merely sets the variable is never taken for anyone's session.
- * - The reaper: when a client connects to a world (its first control program there), it ends
- *   every tagged process of a gone client, with the members and descendants of their sessions,
- *   through the usual teardown ladder, then removes the gone client's state directory under
- *   /tmp (its spills) and its registrations.
+ * - The reaper: when a client connects to a world (its first control program there), it judges
+ *   twice, {@link REAP_CONFIRM_MS} apart (a live client replaces a failed control program at
+ *   once), then ends every tagged process of a client gone both times, with the members and
+ *   descendants of their sessions, through the usual teardown ladder, then removes the gone
+ *   client's state directory under /tmp (its spills) and its registrations.
  *
  * A managed container needs none of this: its pid 1 lives only while its client holds an
  * attach stream (docker-world.ts).
  * @module dsh-remote-worlds/providers/remote/ownership
  */
 import { randomBytes } from 'node:crypto'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { ControlChannel, OwnerRegistration, ProcessIdentity, RemoteProcess, TaggedProcess } from './control-channel.ts'
 import { sessionMembers, terminateMembers } from './teardown.ts'
 
@@ -87,6 +89,9 @@ export function findOrphans(registrations: readonly OwnerRegistration[], tagged:
   return [...clients.values()].filter(entry => !entry.live).map(({ client, registrations: own, processes }) => ({ client, registrations: own, processes }))
 }
 
+/** How long a client must stay gone before its sessions are judged orphaned (ms). */
+export const REAP_CONFIRM_MS = 2_000
+
 /** What one reap found and did. */
 export interface ReapReport {
   /** The gone clients found, each with the tagged processes it left. */
@@ -103,8 +108,15 @@ export interface ReapReport {
  * @param graceMs - TERM-to-KILL grace and KILL-to-proof bound, in ms.
  * @throws CleanupFailedError naming survivors; ControlChannelError when the channel fails.
  */
-export async function reapOrphans(control: ControlChannel, options: { graceMs: number; dryRun?: boolean }): Promise<ReapReport> {
-  const orphans = findOrphans(await control.owners(), await control.taggedProcesses())
+export async function reapOrphans(control: ControlChannel, options: { graceMs: number; dryRun?: boolean; confirmMs?: number }): Promise<ReapReport> {
+  let orphans = findOrphans(await control.owners(), await control.taggedProcesses())
+  if (orphans.some(orphan => orphan.processes.length > 0)) {
+    // Judged twice: a live client whose control program just failed registers its replacement
+    // at once (docker-world.ts), so a client gone now and still gone a moment later is gone.
+    await delay(options.confirmMs ?? REAP_CONFIRM_MS)
+    const before = new Set(orphans.map(orphan => orphan.client))
+    orphans = findOrphans(await control.owners(), await control.taggedProcesses()).filter(orphan => before.has(orphan.client))
+  }
   if (options.dryRun === true || orphans.length === 0) return { orphans, ended: [] }
   const gone = new Set(orphans.map(orphan => orphan.client))
   // Each round re-reads the tags too: a gone client's session may still fork while it is reaped.

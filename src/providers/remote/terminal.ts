@@ -209,6 +209,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private exited = false
   private closing = false
   private cleanup: Promise<void> | undefined
+  /** The control channel in use: the start's, or a recovered one after it failed. */
+  private control: ControlChannel
+  /** A recovery of the control channel in progress. */
+  private recovery: Promise<ControlChannel> | undefined
   /** Transport chunks not yet written to `output`, in arrival order. */
   private pending: Buffer[] = []
   private pendingBytes = 0
@@ -218,6 +222,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer) {
     this.transport = transport
     this.start = start
+    this.control = start.control
     this.identity = identity
     this.session = session
     this.pid = identity.pid
@@ -251,7 +256,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** @inheritdoc */
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
-    return this.track(this.start.control.foreground(this.identity).then(facts => {
+    return this.track(this.withControl(control => control.foreground(this.identity)).then(facts => {
       if (facts === undefined || facts.tpgid <= 0) return undefined
       return { processGroupId: facts.tpgid, inputWaiting: facts.inputWaiting }
     }))
@@ -266,7 +271,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     const name = SIGNAL_NAMES[signal]
     if (name === undefined) return Promise.reject(new Error(`unsupported terminal signal: ${String(signal)}`))
-    return this.track(this.start.control.signalForeground(this.identity, name).then(result => {
+    return this.track(this.withControl(control => control.signalForeground(this.identity, name)).then(result => {
       switch (result.kind) {
         case 'signalled': return result.pgid
         case 'refused': throw new Error('refusing to SIGKILL the terminal shell; terminate the terminal session instead')
@@ -296,20 +301,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     await Promise.allSettled([...this.inflight])
     const graceMs = this.start.spec.graceMs
     try {
-      await terminateSession(this.start.control, this.session, { graceMs, tag: this.start.tag })
+      await this.withControl(control => terminateSession(control, this.session, { graceMs, tag: this.start.tag }))
     } catch (error) {
-      if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED')) throw error
-      let failure: unknown = error
-      if (this.start.recoverControl !== undefined) {
-        try {
-          await terminateSession(await this.start.recoverControl(), this.session, { graceMs, tag: this.start.tag })
-          failure = undefined
-        } catch (recoveryError) {
-          failure = recoveryError
-        }
-      }
       // A dead control channel in a world that ended (container stopped) leaves nothing running.
-      if (failure !== undefined && !await this.start.worldEnded().catch(() => false)) throw failure
+      if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED') || !await this.start.worldEnded().catch(() => false)) throw error
     }
     // The top-level process is gone; give the transport a bounded moment to report it.
     await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
@@ -319,6 +314,25 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       this.endOutput()
     }
     this.start.onTerminated?.(this)
+  }
+
+  /**
+   * Run `use` on the control channel; when the channel failed (its program was killed, a
+   * request timed out), once more on a fresh one from {@link RemoteTerminalStart.recoverControl},
+   * which later calls keep using. A paused or ended world makes the recovery itself fail, with
+   * its reason.
+   */
+  private async withControl<T>(use: (control: ControlChannel) => Promise<T>): Promise<T> {
+    const control = this.control
+    try {
+      return await use(control)
+    } catch (error) {
+      if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED') || this.start.recoverControl === undefined) throw error
+      // Concurrent calls that failed on the same channel share one recovery.
+      if (this.control === control) this.recovery ??= this.start.recoverControl().finally(() => { this.recovery = undefined })
+      if (this.recovery !== undefined) this.control = await this.recovery
+      return use(this.control)
+    }
   }
 
   /** Hold a transport chunk for coalescing; flush at the size bound or after the short delay. */
