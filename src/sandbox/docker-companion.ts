@@ -6,7 +6,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
-import type { DockerRuntimeConfig } from '../providers/docker/docker-runtime.ts'
+import type { DockerRuntimeConfig } from '../providers/docker/docker-config.ts'
 import type { DockerWorld } from '../providers/docker/docker-world.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { announceSandbox, type SandboxCompanion } from './companion.ts'

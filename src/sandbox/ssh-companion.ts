@@ -6,7 +6,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
-import type { SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'
+import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import type { SshWorld } from '../providers/ssh/ssh-world.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { BubblewrapSandboxProvider, probeBwrap, type RemoteRunResult } from './bwrap.ts'

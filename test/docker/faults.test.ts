@@ -307,6 +307,9 @@ describe('the container killed while a terminal is live', () => {
   }, 90_000)
 })
 
+/** What every probe, signal and teardown of a paused container's terminal says. */
+const MSG_PAUSED = 'is paused: its processes are frozen, not ended, so nothing there can be probed, signalled or proven quiescent; unpause the container and retry'
+
 describe('the container paused while a terminal is live', () => {
   // Not the container's own `sleep infinity`.
   const SLEEP = 'sleep 20'
@@ -329,13 +332,14 @@ describe('the container paused while a terminal is live', () => {
       await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
       await docker.getContainer(id).pause()
 
-      // The frozen control program does not answer: the request times out and fails the channel.
+      // The frozen control program does not answer: the request times out and fails the channel;
+      // the probe's retry on a fresh channel finds out why, and says so.
       const probe = await expectTyped(hangGuard(handle.inspectForeground(), 15_000, 'inspect while paused'), ControlChannelError, 'CONTROL_FAILED')
-      expect(probe.message).toMatch(/^the remote control program in docker container [0-9a-f]{12} did not answer fg within 2000 ms \(frozen or stuck\); the control channel is closed$/)
+      expect(probe.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
 
       // Teardown fails instead of hanging, and does not claim quiescence.
       const refused = await expectTyped(hangGuard(handle.terminate(), 30_000, 'terminate while paused'), ControlChannelError, 'CONTROL_FAILED')
-      expect(refused.message).toBe(`docker container ${id.slice(0, 12)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+      expect(refused.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
 
       await docker.getContainer(id).unpause()
       // It told the truth: the shell and its sleep are still there.
@@ -365,11 +369,12 @@ describe('the container paused while a terminal is live', () => {
       shellPid = (await containerProcesses(id)).find(row => row.cmdline === SLEEP)!.session
       await docker.getContainer(id).pause()
       const outcome = await hangGuard(operation.done.then(result => ({ result }), (error: unknown) => ({ error })), 30_000, 'send while paused')
-      // The send's foreground probe timed out: the send rejects with the channel's failure.
+      // The send's foreground probe timed out and its retry found the container paused: the
+      // send rejects with that failure.
       expect('error' in outcome).toBe(true)
       const sendError = (outcome as { error: unknown }).error
       expect(sendError).toBeInstanceOf(ControlChannelError)
-      expect((sendError as Error).message).toBe(`the remote control program in docker container ${id.slice(0, 12)} did not answer fg within 2000 ms (frozen or stuck); the control channel is closed`)
+      expect((sendError as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
       const closeError = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close while paused')
       // terminal-bash wraps the handle's rejection; the cause is the typed, truthful refusal.
       expect(closeError).toBeInstanceOf(Error)
@@ -377,7 +382,7 @@ describe('the container paused while a terminal is live', () => {
       const cause = (closeError as Error).cause
       expect(cause).toBeInstanceOf(ControlChannelError)
       expect((cause as ControlChannelError).code).toBe('CONTROL_FAILED')
-      expect((cause as Error).message).toBe(`docker container ${id.slice(0, 12)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+      expect((cause as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
       await docker.getContainer(id).unpause()
       expect((await terminalLeftovers(id, shellPid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
       const retry = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close after unpause')

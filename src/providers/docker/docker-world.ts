@@ -448,7 +448,7 @@ export class DockerWorld {
    *   stopped (then {@link ended} is true, and nothing is left to stop).
    */
   async recoverControl(user: string | undefined): Promise<ControlChannel> {
-    const paused = (): ControlChannelError => new ControlChannelError(`${this.describe(user)} is paused: its processes are frozen, not ended, so quiescence cannot be proven; unpause the container and retry`)
+    const paused = (): ControlChannelError => new ControlChannelError(`${this.describe(user)} is paused: its processes are frozen, not ended, so nothing there can be probed, signalled or proven quiescent; unpause the container and retry`)
     const state = await this.state()
     if (state === 'paused') throw paused()
     if (state === 'ended') throw new ControlChannelError(`${this.describe(user)} is not running: no control channel can start`)

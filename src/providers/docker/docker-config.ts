@@ -1,0 +1,52 @@
+/**
+ * The Docker runtime's configuration schema, in a room below the runtime and the sandbox
+ * companion that both read it (so neither imports the other for it).
+ * @module dsh-remote-worlds/providers/docker/docker-config
+ */
+import { z } from 'zod'
+
+const positiveInt = z.number().int().positive()
+
+/** Configuration of the DockerSubprocessRuntime (src/providers/docker); validated with zod at construction. */
+export const DockerRuntimeConfig = z.object({
+  /** Attach to this existing, running container (name or id). */
+  container: z.string().min(1).optional(),
+  /** Or run a managed throwaway container from this image (removed at disposal). */
+  image: z.string().min(1).optional(),
+  /** Exec user (`name`, `uid`, `uid:gid`); the control channel runs as the same user. Default: the image's user. */
+  user: z.string().min(1).optional(),
+  /** Docker engine socket; default: dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
+  socketPath: z.string().min(1).optional(),
+  /**
+   * Reply bound of each control-channel request, in ms (default 10 000). A request that times
+   * out (a paused container, a stuck control program) fails the channel, so a teardown fails
+   * instead of hanging.
+   */
+  controlTimeoutMs: positiveInt.optional(),
+  /**
+   * The sandbox policy a MANAGED container is created from (src/sandbox/docker-policy.ts);
+   * openWorld sets it from its mode and workspace root. Ignored for creation when attaching
+   * (an attached container is inspected instead).
+   */
+  policy: z.object({
+    mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
+    workspaceRoot: z.string().startsWith('/'),
+  }).strict().optional(),
+  /** Managed container only: the workspace source mounted at `policy.workspaceRoot` (host folder or named volume). */
+  workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
+  /** Managed container only: resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
+  limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
+  /**
+   * End what clients that died left running in the container (their tagged sessions, see
+   * remote/ownership.ts) when this client first connects as a user. Default true; off lists
+   * them without ending them (`dsh-remote doctor`).
+   */
+  reapOrphans: z.boolean().optional(),
+}).strict().refine(config => (config.container === undefined) !== (config.image === undefined), {
+  message: 'exactly one of `container` or `image` is required',
+}).refine(config => (config.workspace === undefined && config.limits === undefined) || (config.image !== undefined && config.policy !== undefined), {
+  message: '`workspace` and `limits` apply only to a managed container (`image`) created from a `policy`; an attached container is inspected as it is',
+})
+
+/** Input shape of {@link DockerRuntimeConfig}. */
+export type DockerRuntimeConfig = z.input<typeof DockerRuntimeConfig>
