@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ownerAgent } from '../../src/backend/world.ts'
+import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
 import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
 import { LIFELINE_COMMAND } from '../../src/providers/docker/docker-world.ts'
@@ -76,17 +76,12 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
     expect(realpathSync(createRequire(join(profile, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
     const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
     ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
-    const runtime = ctx.get('subprocess') as unknown as { constructor: { name: string }; world(): Promise<{ containerId: string; managed: boolean }> }
-    expect(runtime.constructor.name).toBe('DockerSubprocessRuntime')
-    const world = await runtime.world()
-    expect(world.managed).toBe(true)
-    const info = await docker.getContainer(world.containerId).inspect()
+    const world = await bootedManagedWorld(ctx)
+    const info = world.info
     expect(info.HostConfig.ReadonlyRootfs).toBe(true)
 
-    const agent = ownerAgent(ctx, 'loader-test')
-    ctx.agents.register(agent)
-    const created = await hangGuard(ctx.terminals.spawn(agent, { type: 'shell' }), 30_000, 'terminal spawn')
-    const send = async (text: string): Promise<string> => (await hangGuard(ctx!.terminals.startSend(agent, created.sessionId, { text, submit: true }).done, 30_000, text)).viewport
+    const created = await bootedTerminal(ctx, 'loader-test')
+    const send = created.send
     const facts = await send('printf "host=%s pid=%s uid=%s pwd=%s ns=%s init=%s\\n" "$(hostname)" "$$" "$(id -u)" "$PWD" "$(readlink /proc/self/ns/pid)" "$(tr "\\0" " " </proc/1/cmdline)"')
     const line = /host=(\S+) pid=(\d+) uid=(\d+) pwd=(\S+) ns=(\S+) init=(.*)/.exec(facts)
     expect(line, facts).not.toBeNull()
@@ -101,7 +96,7 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
     expect(effects).toContain('ws-ok')
     expect(effects).toContain("touch: cannot touch '/etc/denied': Read-only file system")
 
-    await hangGuard(ctx.terminals.kill(agent, created.sessionId), 20_000, 'terminal kill')
+    await created.kill()
     await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
     ctx = undefined
     const gone = await docker.getContainer(world.containerId).inspect().then(() => 'present', (error: { statusCode?: number }) => error.statusCode)

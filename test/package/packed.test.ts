@@ -19,7 +19,7 @@ import { promisify } from 'node:util'
 import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadProfile } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ownerAgent } from '../../src/backend/world.ts'
+import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
 import { IMAGE, docker, hangGuard } from '../docker/helpers.ts'
 import { ROOT } from '../helpers/built-package.ts'
 
@@ -166,18 +166,11 @@ describe('the packed package as a DSH bundle', () => {
       [pkg.name, join(project, 'node_modules', pkg.name, 'cordis.patch.yml')],
     ])
     ctx = await hangGuard(boot('dsh-remote-test', join(project, 'cordis.yml'), [...profile.layers.flatMap(layer => layer.patches), ...profile.patches]), 60_000, 'boot')
-    const runtime = ctx.get('subprocess') as unknown as { constructor: { name: string }; world(): Promise<{ containerId: string; managed: boolean }> }
-    expect(runtime.constructor.name).toBe('DockerSubprocessRuntime')
-    const world = await runtime.world()
-    expect(world.managed).toBe(true)
-    const info = await docker.getContainer(world.containerId).inspect()
+    const world = await bootedManagedWorld(ctx)
+    const info = world.info
     expect(info.HostConfig.ReadonlyRootfs).toBe(true)
 
-    const agent = ownerAgent(ctx, 'bundle-test')
-    ctx.agents.register(agent)
-    const created = await hangGuard(ctx.terminals.spawn(agent, { type: 'shell' }), 30_000, 'terminal spawn')
-    const send = async (text: string): Promise<string> => (await hangGuard(ctx!.terminals.startSend(agent, created.sessionId, { text, submit: true }).done, 30_000, text)).viewport
-    const facts = await send('echo "host=$(hostname) uid=$(id -u) pwd=$PWD"; cat hello.txt; touch denied 2>&1')
+    const facts = await (await bootedTerminal(ctx, 'bundle-test')).send('echo "host=$(hostname) uid=$(id -u) pwd=$PWD"; cat hello.txt; touch denied 2>&1')
     expect(facts).toContain(`host=${info.Config.Hostname} uid=1000 pwd=${workspace}`)
     expect(facts).toContain('hello from the project')
     expect(facts).toContain("touch: cannot touch 'denied': Read-only file system")
