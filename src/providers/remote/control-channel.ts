@@ -143,6 +143,8 @@ export class ControlChannel {
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
   private readonly requestTimeoutMs: number
+  /** The shared snapshot being taken (see {@link sharedSnapshot}). */
+  private snapshot: Promise<{ table: RemoteProcess[]; tagged: TaggedProcess[] }> | undefined
 
   private constructor(transport: ControlTransport, info: ControlInfo, rest: string, where: string, requestTimeoutMs: number) {
     this.transport = transport
@@ -386,6 +388,23 @@ export class ControlChannel {
       const [pid, ppid, pgrp, session, state, starttime, tagged] = field.split(',')
       return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), state: state ?? '?', starttime: Number(starttime), tagged: tagged === '1' }
     })
+  }
+
+  /**
+   * {@link processTable} (no tag) and {@link taggedProcesses} for watchers that poll: callers
+   * that ask while one such request is queued or in flight share its answer, so hundreds of
+   * processes waiting for their trees to exit cost one request per round, not one each. The
+   * answer may have been taken a moment before the call; for a liveness poll that only delays
+   * seeing an exit by one round (a process born since descends from one alive then).
+   */
+  sharedSnapshot(): Promise<{ table: RemoteProcess[]; tagged: TaggedProcess[] }> {
+    if (this.snapshot === undefined) {
+      const taking = (async () => ({ table: await this.processTable(), tagged: await this.taggedProcesses() }))()
+      this.snapshot = taking
+      const clear = (): void => { if (this.snapshot === taking) this.snapshot = undefined }
+      taking.then(clear, clear)
+    }
+    return this.snapshot
   }
 
   /**

@@ -200,6 +200,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
 
   /** The wrapper's status file (removed at settlement). */
   private statusFile: string | undefined
+  /** The wrapper became the program (no status file, no trailer). */
+  private execMode = false
   /** Where this process's stream spills live. */
   private spills: { stdout?: RemoteSpill | undefined; stderr?: RemoteSpill | undefined } = {}
 
@@ -376,6 +378,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     this.startedGate.resolve(this.identity)
 
     // 2x. Exec mode: the wrapper became the program; the transport reports its exit facts.
+    this.execMode = published.exec
     if (published.exec) return this.observeExec(transport, ended.promise)
 
     // 2. The exit trailer, then the drain: both streams end, or graceMs passes.
@@ -506,7 +509,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private async removeUselessSpills(): Promise<void> {
     // The wrapper's status file goes too (the wrapper leaves it: an `rm` there would delay the
     // end of the transport).
-    const paths: string[] = this.statusFile === undefined ? [] : [this.statusFile]
+    // Exec mode never writes it (the wrapper became the program).
+    const paths: string[] = this.statusFile === undefined || this.execMode ? [] : [this.statusFile]
     for (const [spill, collector] of [[this.spills.stdout, this.out.collector], [this.spills.stderr, this.err.collector]] as const) {
       if (spill !== undefined && collector !== undefined && collector.spillDisposable) paths.push(spill.path)
     }
@@ -649,11 +653,18 @@ export class RemoteProcessHandle implements SubprocessHandle {
     }
   }
 
+  /**
+   * Whether anything of the tree lives: the program's session and descendants, the processes
+   * carrying the session's tag (an escapee whose parent died), and the wrapper's helpers. Read
+   * from the control channel's shared snapshot (one `ps` and one tag scan per round for every
+   * process waiting at once: one request each saturated the channel under a spawn load).
+   */
   private async treeAlive(identity: ProcessIdentity): Promise<boolean> {
-    const table = await this.control!.processTable(this.start.tag)
-    const members = sessionMembers(table, identity, [...this.tracked.values()])
+    const { table, tagged } = await this.control!.sharedSnapshot()
+    const ours = new Set(tagged.filter(process => process.tag === this.start.tag).map(process => `${process.pid}:${process.starttime}`))
+    const marked = ours.size === 0 ? table : table.map(row => ours.has(`${row.pid}:${row.starttime}`) ? { ...row, tagged: true } : row)
+    const members = sessionMembers(marked, identity, [...this.tracked.values()])
     this.remember(members)
-    if (members.length > 0) return true
-    return this.wrapper !== undefined && sessionMembers(table, this.wrapper).length > 0
+    return members.length > 0 || (this.wrapper !== undefined && sessionMembers(table, this.wrapper).length > 0)
   }
 }
