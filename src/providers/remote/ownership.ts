@@ -104,8 +104,11 @@ export interface ReapReport {
  * Find what gone clients left in this world (as the control program's uid) and, unless
  * `dryRun`, end it: TERM, CONT, grace, KILL, and a proof that nothing is left, over every tagged
  * process of a gone client plus the members and descendants of their sessions; then remove the
- * gone clients' registrations.
- * @param graceMs - TERM-to-KILL grace and KILL-to-proof bound, in ms.
+ * gone clients' state directories under /tmp and their registrations. When a gone client left
+ * processes, it is judged again `confirmMs` later, and only a client gone both times counts.
+ * @param options.graceMs - TERM-to-KILL grace and KILL-to-proof bound, in ms.
+ * @param options.dryRun - only find (what `doctor` lists); nothing is signalled or removed.
+ * @param options.confirmMs - the wait between the two judgements (ms, default {@link REAP_CONFIRM_MS}).
  * @throws CleanupFailedError naming survivors; ControlChannelError when the channel fails.
  */
 export async function reapOrphans(control: ControlChannel, options: { graceMs: number; dryRun?: boolean; confirmMs?: number }): Promise<ReapReport> {
