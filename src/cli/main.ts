@@ -94,7 +94,10 @@ targetOptions(program.command('run'))
       for (const step of steps) {
         const record = await runStep(terminal, step, ++i)
         process.stdout.write(`${flags.json === true ? JSON.stringify(record) : formatRecord(record)}\n`)
-        if ('sessionStatus' in record && record.sessionStatus.kind === 'exited') break
+        if ('sessionStatus' in record && record.sessionStatus.kind === 'exited') {
+          if (i < steps.length) process.stderr.write(`# the shell exited: ${steps.length - i} remaining line(s) of the script not sent\n`)
+          break
+        }
       }
       const pid = terminal.pid!
       await terminal.close()

@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, statSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
@@ -12,6 +12,7 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
+import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
@@ -132,15 +133,11 @@ export function resolveTarget(flags: TargetFlags): Target {
     throw new InvalidArgumentError(`--mode ${flags.mode} in a managed container needs --workspace HOST_DIR (mounted at ${MANAGED_WORKSPACE}): without it the workspace would be /tmp, a private writable tmpfs that no mode can confine`)
   }
   if (flags.workspace !== undefined) {
-    let owner
-    try {
-      owner = statSync(flags.workspace)
-    } catch {
-      throw new InvalidArgumentError(`--workspace ${flags.workspace}: no such host folder`)
-    }
-    if (!owner.isDirectory()) throw new InvalidArgumentError(`--workspace ${flags.workspace}: not a folder`)
+    const folder = judgeWorkspaceFolder(flags.workspace)
+    if (folder.kind === 'missing') throw new InvalidArgumentError(`--workspace ${flags.workspace}: no such host folder`)
+    if (folder.kind === 'not-a-folder') throw new InvalidArgumentError(`--workspace ${flags.workspace}: not a folder`)
     if (confined && user === undefined) {
-      if (owner.uid !== 0) return resolveTarget({ ...flags, user: `${owner.uid}:${owner.gid}` })
+      if (folder.kind === 'owner') return resolveTarget({ ...flags, user: folder.user })
       if (flags.mode === 'workspace-write') {
         throw new InvalidArgumentError(`--workspace ${flags.workspace} is owned by root, and confined shells never run as root: give the folder to the user who should write there (e.g. chown 1000:1000) or pass --user UID:GID of a user that may write it`)
       }

@@ -67,16 +67,21 @@ function defined<T extends object>(value: T): T {
 
 /**
  * Register the Docker runtime as `ctx.subprocess`. A managed container is created from the
- * composition's sandbox policy (default mode, workspace root).
+ * composition's sandbox policy (default mode, workspace root). Awaited, so a config the
+ * runtime refuses fails this entry with the runtime's own error (the loader reports it), not
+ * as a `subprocess` service that never appears.
  * @throws InvalidArgumentError (from the runtime) for a config it cannot use.
  */
-export function apply(ctx: Context, config: Config): void {
+export async function apply(ctx: Context, config: Config): Promise<void> {
   const { workspace, limits, ...rest } = defined(config)
+  // The schema turns an absent object option into `{}`: an empty one is absent.
+  const source = workspace?.bind !== undefined ? { bind: workspace.bind } : workspace?.volume !== undefined ? { volume: workspace.volume } : undefined
+  const limitValues = limits === undefined ? {} : defined(limits)
   const runtimeConfig: DockerRuntimeConfig = {
     ...rest,
-    ...(workspace !== undefined ? { workspace: workspace.bind !== undefined ? { bind: workspace.bind } : { volume: workspace.volume! } } : {}),
-    ...(limits !== undefined ? { limits: defined(limits) } : {}),
+    ...(source !== undefined ? { workspace: source } : {}),
+    ...(Object.keys(limitValues).length > 0 ? { limits: limitValues } : {}),
     ...(config.image !== undefined ? { policy: { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot } } : {}),
   }
-  ctx.plugin(DockerSubprocessRuntime, runtimeConfig)
+  await ctx.plugin(DockerSubprocessRuntime, runtimeConfig)
 }

@@ -66,8 +66,13 @@ export const Config: z<Config> = z.object({
   reapOrphans: z.boolean().description('End what clients that died left on the host when this one connects (default true).'),
 })
 
-/** Register the SSH runtime as `ctx.subprocess`. No connection is made until first use. */
-export function apply(ctx: Context, config: Config): void {
+/**
+ * Register the SSH runtime as `ctx.subprocess`. No connection is made until first use. Awaited,
+ * so a config the runtime refuses (e.g. a target with a bad port) fails this entry with the
+ * runtime's own error, not as a `subprocess` service that never appears.
+ * @throws InvalidArgumentError (from the runtime) for a config or target it cannot use.
+ */
+export async function apply(ctx: Context, config: Config): Promise<void> {
   const runtimeConfig = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined && value !== null)) as SshRuntimeConfig
-  ctx.plugin(SshSubprocessRuntime, runtimeConfig)
+  await ctx.plugin(SshSubprocessRuntime, runtimeConfig)
 }

@@ -22,6 +22,7 @@
  */
 import { isAbsolute } from 'node:path'
 import type { SandboxMode } from '@deepseek-ai/dsh-sandbox'
+import { statSync } from 'node:fs'
 import type Docker from 'dockerode'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 
@@ -74,6 +75,32 @@ export interface DockerSandboxSpec {
   user?: string | undefined
   /** Limits; confined modes fill the gaps from {@link DEFAULT_DOCKER_LIMITS}, danger-full-access applies only those given. */
   limits?: DockerLimits | undefined
+}
+
+/** What a managed container's workspace folder on the host means for its exec user. */
+export type WorkspaceFolderVerdict =
+  | { kind: 'missing' }
+  | { kind: 'not-a-folder' }
+  /** Owned by root: readable, but a confined (never root) user cannot write it. */
+  | { kind: 'root-owned' }
+  /** Owned by this non-root user: a confined shell runs as it, so workspace-write can write. */
+  | { kind: 'owner'; user: string }
+
+/**
+ * Judge a host folder to be bound as a managed container's workspace (a bind the engine would
+ * otherwise create as root when it is missing). Used by the runtime and the CLI alike, each
+ * phrasing the refusal in its own terms (config or flags).
+ * @param path - the host folder.
+ */
+export function judgeWorkspaceFolder(path: string): WorkspaceFolderVerdict {
+  let stat
+  try {
+    stat = statSync(path)
+  } catch {
+    return { kind: 'missing' }
+  }
+  if (!stat.isDirectory()) return { kind: 'not-a-folder' }
+  return stat.uid === 0 ? { kind: 'root-owned' } : { kind: 'owner', user: `${stat.uid}:${stat.gid}` }
 }
 
 /** True for a user spec that certainly names root (`root`, `0`, `0:…`, `root:…`). */

@@ -71,6 +71,7 @@ describe('the packed tarball', () => {
     expect(files).toEqual(expect.arrayContaining([
       'package.json',
       'README.md',
+      'LICENSE',
       'cordis.patch.yml',
       'docs/DESIGN.md',
       'docker/ensure-world.sh',
@@ -178,4 +179,44 @@ describe('the packed package as a DSH bundle', () => {
     ctx = undefined
     await expect(docker.getContainer(world.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
   }, 120_000)
+
+  /** Boot the profile as a user's shell would, with these DSH_REMOTE_* variables. */
+  async function bootWith(variables: Record<string, string>): Promise<Context> {
+    for (const name of Object.keys(process.env).filter(name => name.startsWith('DSH_REMOTE_'))) delete process.env[name]
+    Object.assign(process.env, { DSH_HOME: home }, variables)
+    process.chdir(workspace)
+    const profile = loadProfile('dsh-remote-test', 'packed', join(project, 'package.json'), home)
+    return boot('dsh-remote-test', join(project, 'cordis.yml'), [...profile.layers.flatMap(layer => layer.patches), ...profile.patches])
+  }
+
+  it('attaches to a running container named by DSH_REMOTE_DOCKER_CONTAINER, judged by its own HostConfig', async () => {
+    // A container that enforces read-only for this workspace: read-only rootfs, the folder bound read-only.
+    const attached = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'packed' }, HostConfig: { Init: true, NetworkMode: 'none', ReadonlyRootfs: true, Tmpfs: { '/tmp': '' }, Binds: [`${workspace}:${workspace}:ro`], CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } })
+    await attached.start()
+    try {
+      ctx = await hangGuard(bootWith({ DSH_REMOTE_DOCKER_CONTAINER: attached.id, DSH_REMOTE_USER: 'agent' }), 60_000, 'boot')
+      const runtime = ctx.get('subprocess') as unknown as { world(): Promise<{ containerId: string; managed: boolean }> }
+      expect(await runtime.world()).toMatchObject({ containerId: attached.id, managed: false })
+      const facts = await (await bootedTerminal(ctx, 'bundle-attach')).send('echo "uid=$(id -u) pwd=$PWD"; cat hello.txt; touch denied 2>&1')
+      expect(facts).toContain(`uid=1000 pwd=${workspace}`)
+      expect(facts).toContain('hello from the project')
+      expect(facts).toContain("touch: cannot touch 'denied': Read-only file system")
+      await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
+      ctx = undefined
+      // An attached container is the user's: it stays.
+      expect((await attached.inspect()).State.Running).toBe(true)
+    } finally {
+      await attached.remove({ force: true })
+    }
+  }, 120_000)
+
+  it('fails the boot with the runtime\'s own error for a world it cannot use (here, an SSH target\'s bad port)', async () => {
+    const failure = await bootWith({ DSH_REMOTE_SSH: 'agent@127.0.0.1:99999' }).then(
+      booted => { ctx = booted; return undefined },
+      (error: unknown) => error,
+    )
+    // The loader names the entry and the runtime's typed error (before, the entry looked
+    // active and only the services waiting for `subprocess` were reported).
+    expect((failure as Error).message).toContain('dsh-remote-worlds/ssh: InvalidArgumentError: invalid port in SSH target "agent@127.0.0.1:99999"')
+  }, 60_000)
 })

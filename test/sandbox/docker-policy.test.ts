@@ -2,10 +2,15 @@
  * The pure policy -> create-options mapping and the pure container inspector. Exact values:
  * these are the contract a managed world is created from and an attached one is judged by.
  */
-import { describe, expect, it } from 'vitest'
+import { chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Context } from '@deepseek-ai/cordis'
+import { afterAll, describe, expect, it } from 'vitest'
 import type Docker from 'dockerode'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
-import { DEFAULT_DOCKER_LIMITS, DEFAULT_SANDBOX_USER, dockerCreateOptions, mergeCreateOptions } from '../../src/sandbox/docker-policy.ts'
+import { DEFAULT_DOCKER_LIMITS, DEFAULT_SANDBOX_USER, dockerCreateOptions, judgeWorkspaceFolder, mergeCreateOptions } from '../../src/sandbox/docker-policy.ts'
 import { assessDockerMode, boundingCaps, type DockerSandboxFacts } from '../../src/sandbox/docker-inspect.ts'
 
 const HARDENING = {
@@ -194,5 +199,33 @@ describe('assessDockerMode', () => {
     expect(boundingCaps({ CapDrop: ['ALL'], CapAdd: ['CAP_CHOWN'] })).toEqual(['CHOWN'])
     expect(boundingCaps({ CapDrop: ['MKNOD', 'NET_RAW'] })).toEqual(['AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'NET_BIND_SERVICE', 'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT'])
     expect(boundingCaps({ Privileged: true })).toEqual(['ALL'])
+  })
+})
+
+describe('a managed container\'s host-folder workspace (judgeWorkspaceFolder, and the runtime that uses it)', () => {
+  const base = mkdtempSync(join(tmpdir(), 'dsh-ws-judge-'))
+  const owned = join(base, 'owned')
+  const rootOwned = join(base, 'root-owned')
+  const file = join(base, 'file')
+  mkdirSync(owned)
+  chownSync(owned, 1234, 4321)
+  mkdirSync(rootOwned)
+  writeFileSync(file, '')
+  afterAll(() => rmSync(base, { recursive: true, force: true }))
+
+  it('names the folder\'s owner, a root-owned folder, a file and a missing path', () => {
+    expect(judgeWorkspaceFolder(owned)).toEqual({ kind: 'owner', user: '1234:4321' })
+    expect(judgeWorkspaceFolder(rootOwned)).toEqual({ kind: 'root-owned' })
+    expect(judgeWorkspaceFolder(file)).toEqual({ kind: 'not-a-folder' })
+    expect(judgeWorkspaceFolder(join(base, 'missing'))).toEqual({ kind: 'missing' })
+  })
+
+  it('the runtime refuses what could not work, before any container exists, with the fix named', () => {
+    const runtime = (bind: string, mode: 'read-only' | 'workspace-write') => () => new DockerSubprocessRuntime(new Context(), { image: 'any', policy: { mode, workspaceRoot: '/workspace' }, workspace: { bind } })
+    expect(runtime(rootOwned, 'workspace-write')).toThrow(`workspace.bind ${rootOwned} is owned by root, and confined shells never run as root, so workspace-write could write nothing there: give the folder to the user who should write there (e.g. chown 1000:1000), or configure \`user\` (UID:GID) of a user that may write it`)
+    expect(runtime(join(base, 'missing'), 'read-only')).toThrow(`workspace.bind ${join(base, 'missing')}: no such host folder`)
+    expect(runtime(file, 'read-only')).toThrow(`workspace.bind ${file}: not a folder`)
+    // Read-only needs no writer: a root-owned folder is fine there.
+    expect(runtime(rootOwned, 'read-only')).not.toThrow()
   })
 })
