@@ -3,6 +3,7 @@
  * tags are exercised against real worlds in test/{docker,ssh}/client-death.test.ts).
  */
 import { describe, expect, it } from 'vitest'
+import { markTagged } from '../../src/providers/remote/control-channel.ts'
 import { findOrphans, parseSessionTag, stateDirectoryName } from '../../src/providers/remote/ownership.ts'
 
 const A = 'a'.repeat(32)
@@ -56,5 +57,19 @@ describe('tags and names', () => {
 
   it('names a client\'s state directory after the uid and the client', () => {
     expect(stateDirectoryName(1000, A)).toBe(`dsh-remote-1000-${A}`)
+  })
+})
+
+describe('markTagged', () => {
+  const row = (pid: number, starttime: number) => ({ pid, ppid: 1, pgrp: pid, session: pid, state: 'S', starttime, tagged: false })
+  const table = [row(10, 100), row(11, 110), row(12, 120)]
+
+  it('marks exactly the rows whose identity carries the tag (a reused pid with another start time is not one)', () => {
+    const tagged = [{ pid: 10, starttime: 100, tag: `${A}.${SESSION}` }, { pid: 11, starttime: 999, tag: `${A}.${SESSION}` }, { pid: 12, starttime: 120, tag: `${B}.${SESSION}` }]
+    expect(markTagged(table, tagged, `${A}.${SESSION}`).map(entry => [entry.pid, entry.tagged])).toEqual([[10, true], [11, false], [12, false]])
+  })
+
+  it('leaves every row untagged when nothing carries the tag', () => {
+    expect(markTagged(table, [], `${A}.${SESSION}`)).toEqual(table)
   })
 })

@@ -48,7 +48,7 @@ export interface RemoteProcess extends ProcessIdentity {
   pgrp: number
   session: number
   state: string
-  /** The process is ours and holds the session tag the table was asked for (ownership.ts). */
+  /** The process is ours and holds the session tag in question (set by {@link markTagged}; ownership.ts). */
   tagged: boolean
 }
 
@@ -376,22 +376,18 @@ export class ControlChannel {
     }
   }
 
-  /**
-   * The whole remote process table (pid, ppid, pgrp, session, state, starttime).
-   * @param tag - mark the rows of our processes whose environment holds this session tag
-   *   (`tagged`; one grep over every environ in the world). Without it no row is tagged.
-   */
-  async processTable(tag?: string): Promise<RemoteProcess[]> {
-    const reply = await this.request('ps', tag === undefined ? [] : [tag])
+  /** The whole remote process table (pid, ppid, pgrp, session, state, starttime); no row `tagged` (see {@link markTagged}). */
+  async processTable(): Promise<RemoteProcess[]> {
+    const reply = await this.request('ps')
     if (reply[0] !== 'ok') throw this.unexpected('ps', reply)
     return reply.slice(1).map(field => {
-      const [pid, ppid, pgrp, session, state, starttime, tagged] = field.split(',')
-      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), state: state ?? '?', starttime: Number(starttime), tagged: tagged === '1' }
+      const [pid, ppid, pgrp, session, state, starttime] = field.split(',')
+      return { pid: Number(pid), ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), state: state ?? '?', starttime: Number(starttime), tagged: false }
     })
   }
 
   /**
-   * {@link processTable} (no tag) and {@link taggedProcesses} for watchers that poll: callers
+   * {@link processTable} and {@link taggedProcesses} for watchers that poll: callers
    * that ask while one such request is queued or in flight share its answer, so hundreds of
    * processes waiting for their trees to exit cost one request per round, not one each. The
    * answer may have been taken a moment before the call; for a liveness poll that only delays
@@ -555,6 +551,15 @@ function batches<T>(items: readonly T[], size = 200): T[][] {
   const result: T[][] = []
   for (let index = 0; index < items.length; index += size) result.push(items.slice(index, index + size))
   return result
+}
+
+/**
+ * The table with `tagged` set on the rows of the processes that carry `tag` (by identity, from
+ * {@link ControlChannel.taggedProcesses}); the table itself when none does.
+ */
+export function markTagged(table: readonly RemoteProcess[], tagged: readonly TaggedProcess[], tag: string): RemoteProcess[] {
+  const ours = new Set(tagged.filter(process => process.tag === tag).map(process => `${process.pid}:${process.starttime}`))
+  return ours.size === 0 ? [...table] : table.map(row => ours.has(`${row.pid}:${row.starttime}`) ? { ...row, tagged: true } : row)
 }
 
 /** True for the states of a process that has finished running (zombie, dead). */

@@ -173,17 +173,6 @@ owndir() {
   [ -d "$_od" ] && [ ! -L "$_od" ] && [ -O "$_od" ]
 }
 
-# tagged VALUE: sets _tg to " PID PID ... " of our processes (`test -O /proc/PID`: same
-# effective uid) whose environment holds DSH_REMOTE_SESSION=VALUE exactly. One grep over every
-# environ (-z: entries are NUL-separated; -s: others' are unreadable anyway).
-tagged() {
-  _tg=' '
-  for _f in $(grep -a -s -z -x -F -l "DSH_REMOTE_SESSION=$1" /proc/[0-9]*/environ </dev/null); do
-    _p=${_f#/proc/}; _p=${_p%%/*}
-    [ -O "/proc/$_p" ] && _tg="$_tg$_p "
-  done
-}
-
 _uid=$(id -u) _owned= _me=0
 st "/proc/$$/stat" && _me=$S_START
 # HOME as hex, so any byte survives the line protocol; "-" when unset or empty.
@@ -237,16 +226,10 @@ while IFS= read -r _req; do
         else echo "$_id err $_tp"; fi
       else echo "$_id gone"; fi ;;
     ps)
-      # ps [TAG] -> ok PID,PPID,PGRP,SID,STATE,START,TAGGED ...: TAGGED is 1 for our processes
-      # whose environment holds DSH_REMOTE_SESSION=TAG (no TAG: 0, and no grep).
-      _tg=' '
-      [ $# -ge 1 ] && tagged "$1"
+      # ps -> ok PID,PPID,PGRP,SID,STATE,START ...
       _o=
       for _d in /proc/[0-9]*; do
-        st "$_d/stat" || continue
-        _p=${_d#/proc/}
-        case $_tg in *" $_p "*) _t=1 ;; *) _t=0 ;; esac
-        _o="$_o $_p,$S_PPID,$S_PGRP,$S_SID,$S_STATE,$S_START,$_t"
+        st "$_d/stat" && _o="$_o ${_d#/proc/},$S_PPID,$S_PGRP,$S_SID,$S_STATE,$S_START"
       done
       echo "$_id ok$_o" ;;
     own)

@@ -21,7 +21,7 @@ import type {
   SubprocessSpawnSpec,
 } from '@deepseek-ai/dsh-subprocess'
 import { BoundaryScanner } from './boundary.ts'
-import type { ControlChannel, ProcessIdentity } from './control-channel.ts'
+import { type ControlChannel, type ProcessIdentity, markTagged } from './control-channel.ts'
 import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
@@ -661,9 +661,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
    */
   private async treeAlive(identity: ProcessIdentity): Promise<boolean> {
     const { table, tagged } = await this.control!.sharedSnapshot()
-    const ours = new Set(tagged.filter(process => process.tag === this.start.tag).map(process => `${process.pid}:${process.starttime}`))
-    const marked = ours.size === 0 ? table : table.map(row => ours.has(`${row.pid}:${row.starttime}`) ? { ...row, tagged: true } : row)
-    const members = sessionMembers(marked, identity, [...this.tracked.values()])
+    const members = sessionMembers(markTagged(table, tagged, this.start.tag), identity, [...this.tracked.values()])
     this.remember(members)
     return members.length > 0 || (this.wrapper !== undefined && sessionMembers(table, this.wrapper).length > 0)
   }

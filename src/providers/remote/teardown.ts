@@ -5,7 +5,7 @@
  * @module dsh-remote-worlds/providers/remote/teardown
  */
 import { setTimeout as delay } from 'node:timers/promises'
-import { type ControlChannel, type ProcessIdentity, type RemoteProcess, isDeadState } from './control-channel.ts'
+import { type ControlChannel, type ProcessIdentity, type RemoteProcess, isDeadState, markTagged } from './control-channel.ts'
 import { CleanupFailedError } from './errors.ts'
 
 const POLL_MS = 10
@@ -74,7 +74,8 @@ export interface TerminateSessionOptions {
  * @throws ControlChannelError when the control channel fails mid-ladder.
  */
 export async function terminateSession(control: ControlChannel, shell: ProcessIdentity, options: TerminateSessionOptions): Promise<ProcessIdentity[]> {
-  return terminateMembers(control, async known => sessionMembers(await control.processTable(options.tag), shell, [...(options.tracked ?? []), ...known]), options.graceMs)
+  const table = async (): Promise<RemoteProcess[]> => options.tag === undefined ? control.processTable() : markTagged(await control.processTable(), await control.taggedProcesses(), options.tag)
+  return terminateMembers(control, async known => sessionMembers(await table(), shell, [...(options.tracked ?? []), ...known]), options.graceMs)
 }
 
 /**
