@@ -9,7 +9,6 @@ import type { RemoteWorld } from '../backend/world.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
-import type { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
@@ -160,7 +159,7 @@ export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean
  * follows from it, or undefined when it is (remote/ownership.ts).
  */
 export function ownershipGap(world: RemoteWorld, uid: number): string | undefined {
-  const unavailable = (world.runtime as Partial<RemoteSubprocessRuntime<never>>).ownership?.unavailable(uid)
+  const unavailable = controlledRuntime(world).ownership.unavailable(uid)
   return unavailable === undefined ? undefined : `${unavailable}: what a client that dies leaves here cannot be found by the next one, and what others left is not seen`
 }
 

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
+import type { SessionOwnership } from '../providers/remote/ownership.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
@@ -46,6 +47,8 @@ export interface TargetFlags {
 export interface ControlledRuntime {
   control(): Promise<ControlChannel>
   describe(): string
+  /** The client's session ownership (providers/remote/ownership.ts). */
+  readonly ownership: SessionOwnership
 }
 
 /** A resolved target. */
