@@ -55,6 +55,16 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
   const unowned = ownershipGap(world, control.info.uid)
   checks.push({ name: 'session ownership', ok: unowned === undefined, detail: unowned ?? `registered in /tmp/dsh-remote-owners-${control.info.uid}: if this client dies, the next client (as uid ${control.info.uid}) finds and ends what it left` })
 
+  const environment = await runtime.userEnvironment()
+  checks.push({ name: 'locale', ok: environment.locale.source !== 'none', detail: environment.locale.reason })
+  checks.push({
+    name: 'home',
+    ok: environment.ambient.HOME !== undefined && environment.ambient.HOME !== '/',
+    detail: environment.privateHome !== undefined
+      ? `uid ${control.info.uid} has no passwd entry: HOME=${environment.privateHome}, a private directory made for it (the world's HOME=${control.info.home ?? '(unset)'} is not writable for dotfiles)`
+      : `HOME=${environment.ambient.HOME ?? '(unset)'}`,
+  })
+
   let terminal: SubprocessTerminalHandle | undefined
   try {
     terminal = await world.runtime.spawnTerminal({ argv: BASH_ARGV, cwd, env: BASH_ENV, rows: 40, cols: 160, graceMs: 3_000 })
@@ -80,7 +90,7 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
       name: 'exact stdin-wait',
       ok: waiting === true,
       detail: waiting === true
-        ? `cat (group ${catGroup}) proven blocked in read on fd 0 via /proc/PID/task/TID/syscall`
+        ? `cat (group ${catGroup}) proven blocked in read of the terminal via /proc/PID/task/TID/syscall`
         : control.info.arch === 'unknown'
           ? 'not provable: unknown architecture (no syscall table); sends to waiting programs settle by the 3 s silence fallback'
           : `not provable: the control channel (uid ${control.info.uid}) cannot read the foreground process's /proc/PID/task/TID/syscall (needs ptrace-attach rights: same uid, a dumpable process, Yama ptrace_scope 0 or CAP_SYS_PTRACE); sends to waiting programs settle by the 3 s silence fallback`,
@@ -93,6 +103,23 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
     } else {
       checks.push({ name: 'signal delivery', ok: false, detail: 'not checked: cat never became the foreground group' })
     }
+
+    // Pagers, password prompts and editors read /dev/tty on a descriptor other than 0; the
+    // upstream local provider proves reads on fd 0 only (they settle by silence there).
+    await terminal.write("bash -c 'read -u 3 x' 3</dev/tty\r")
+    const ttyGroup = await waitFor(async () => {
+      const facts = await terminal!.inspectForeground()
+      return facts !== undefined && facts.processGroupId !== shell && facts.inputWaiting ? facts.processGroupId : undefined
+    }, 3_000)
+    checks.push({
+      name: 'terminal reads beyond fd 0',
+      ok: ttyGroup !== undefined,
+      detail: ttyGroup !== undefined
+        ? `a read of /dev/tty on fd 3 (group ${ttyGroup}) is proven too: pagers, password prompts and editors settle as stdin_read, not by the 3 s silence (the upstream local provider proves fd 0 only)`
+        : 'a read of /dev/tty on fd 3 was not proven: pagers, password prompts and editors settle by the 3 s silence fallback',
+    })
+    await terminal.signalForeground('SIGINT').catch(() => undefined)
+    await waitFor(async () => (await terminal!.inspectForeground())?.processGroupId === shell ? true : undefined, 3_000)
 
     await terminal.write('sh -c \'trap "" TERM; sleep 300\' & sleep 300 & kill -STOP $!\r')
     await delay(300)

@@ -34,6 +34,7 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
     .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
     .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--ssh'))
+    .addOption(new Option('--locale <name>', 'LANG of the shell and its programs: auto (default: your UTF-8 LANG or C.UTF-8 when the world has it and names none), off (the world\'s own), or a locale name'))
 }
 
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
+import type { UserEnvironment } from '../providers/remote/environment.ts'
 import type { SessionOwnership } from '../providers/remote/ownership.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
@@ -41,6 +42,8 @@ export interface TargetFlags {
    * attached container or an SSH host, a path in that world.
    */
   workspace?: string
+  /** `auto` (default), `off`, or a locale name (providers/remote/environment.ts `LocaleSetting`). */
+  locale?: string
 }
 
 /** A runtime that can hand out its control channel (both worlds implement this). */
@@ -49,6 +52,8 @@ export interface ControlledRuntime {
   describe(): string
   /** The client's session ownership (providers/remote/ownership.ts). */
   readonly ownership: SessionOwnership
+  /** The environment the world gives the runtime's user: locale and HOME, and why. */
+  userEnvironment(): Promise<UserEnvironment>
 }
 
 /** A resolved target. */
@@ -96,6 +101,7 @@ export function resolveTarget(flags: TargetFlags): Target {
   const user = flags.user
   const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
+  const locale = flags.locale === undefined ? {} : { locale: flags.locale === 'off' ? false : flags.locale }
   /** The workspace in the remote world: --workspace, else --cwd, else the user's usual place. */
   const remoteWorkspace = (login: string | undefined): string => flags.workspace ?? flags.cwd ?? (login === 'root' || login === '0' || (login === undefined && (flags.mode ?? 'danger-full-access') === 'danger-full-access') ? '/root' : '/tmp')
   if (flags.ssh !== undefined) {
@@ -109,6 +115,7 @@ export function resolveTarget(flags: TargetFlags): Target {
           ...(user !== undefined ? { user } : {}),
           ...(flags.identity !== undefined ? { identity: flags.identity } : {}),
           ...(flags.knownHosts !== undefined ? { knownHosts: flags.knownHosts } : {}),
+          ...locale,
         },
         workspaceRoot: remoteWorkspace(login),
         ...mode,
@@ -121,7 +128,7 @@ export function resolveTarget(flags: TargetFlags): Target {
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,
-      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}) }, workspaceRoot: remoteWorkspace(user), ...mode },
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...locale }, workspaceRoot: remoteWorkspace(user), ...mode },
       cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
       managed: false,
@@ -151,7 +158,7 @@ export function resolveTarget(flags: TargetFlags): Target {
     description: `managed container from ${image}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} at ${MANAGED_WORKSPACE}` : ''}`,
     world: {
       runtime: DockerSubprocessRuntime as never,
-      runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}) },
+      runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}), ...locale },
       workspaceRoot,
       ...mode,
     },

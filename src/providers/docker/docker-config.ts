@@ -4,6 +4,7 @@
  * @module dsh-remote-worlds/providers/docker/docker-config
  */
 import { z } from 'zod'
+import { LocaleSettingSchema } from '../remote/environment.ts'
 
 const positiveInt = z.number().int().positive()
 
@@ -15,6 +16,13 @@ export const DockerRuntimeConfig = z.object({
   image: z.string().min(1).optional(),
   /** Exec user (`name`, `uid`, `uid:gid`); the control channel runs as the same user. Default: the image's user. */
   user: z.string().min(1).optional(),
+  /**
+   * The locale of terminals and spawned programs (remote/environment.ts `chooseLocale`):
+   * `'auto'` (default) sets LANG to the caller's UTF-8 LANG when the world has it, else to
+   * C.UTF-8 when the world has it, and only when the world's own environment names no locale;
+   * a locale name sets LANG to it; `false` keeps the world's environment as it is.
+   */
+  locale: LocaleSettingSchema.optional(),
   /** Docker engine socket; default: dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
   socketPath: z.string().min(1).optional(),
   /**

@@ -8,7 +8,7 @@ import Docker from 'dockerode'
 import type { z } from 'zod'
 import { DockerRuntimeConfig } from './docker-config.ts'
 import type { ControlChannel } from '../remote/control-channel.ts'
-import { remoteChildEnv } from '../remote/environment.ts'
+import { type UserEnvironment, remoteChildEnv, userEnvironment } from '../remote/environment.ts'
 import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
@@ -116,7 +116,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const world = await this.world()
     const user = this.config.user
     const control = await world.control(user)
-    const ambient = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+    const { ambient } = await this.environmentOf(world, control)
     const handle = await startRemoteTerminal({
       spec,
       tag: this.ownership.newTag(),
@@ -154,7 +154,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
         const world = await this.world()
         opened = world
         const control = await world.control(user)
-        const ambient = this.ambient(world, control)
+        const { ambient } = await this.environmentOf(world, control)
         const stateDir = await this.stateDir.ensure(control, ambient)
         return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
       },
@@ -176,13 +176,23 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     signal?.throwIfAborted()
     const world = await this.world()
     const control = await world.control(this.config.user)
-    const path = remoteChildEnv(this.ambient(world, control), env).PATH
+    const path = remoteChildEnv((await this.environmentOf(world, control)).ambient, env).PATH
     return resolveRemoteExecutable(control, command, path, world.describe(this.config.user), signal)
   }
 
-  /** The container's ambient environment for its user: `Config.Env` with the user's HOME. */
-  private ambient(world: DockerWorld, control: ControlChannel): Record<string, string> {
-    return { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+  /**
+   * The environment the container gives this runtime's user, before a spec's env: `Config.Env`
+   * with the user's HOME, then the locale and a private HOME where needed (see
+   * remote/environment.ts `userEnvironment`). Opens the world on first use.
+   */
+  async userEnvironment(): Promise<UserEnvironment> {
+    const world = await this.world()
+    return this.environmentOf(world, await world.control(this.config.user))
+  }
+
+  private async environmentOf(world: DockerWorld, control: ControlChannel): Promise<UserEnvironment> {
+    const base = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+    return userEnvironment(base, await control.userFacts(), this.config.locale ?? 'auto', this.callerLang)
   }
 }
 

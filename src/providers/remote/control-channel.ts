@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs'
 import type { Readable, Writable } from 'node:stream'
 import PQueue from 'p-queue'
-import { parseEnvEntries } from './environment.ts'
+import { type WorldUserFacts, parseEnvEntries } from './environment.ts'
 import { ControlChannelError, InvalidArgumentError } from './errors.ts'
 
 /** The control program's text, sent verbatim over the remote process's stdin. */
@@ -72,8 +72,19 @@ export interface ForegroundFacts {
   tpgid: number
   /** The shell's own process group. */
   shellPgrp: number
-  /** True only when a member of the foreground group is PROVEN blocked reading fd 0. */
+  /**
+   * True only when a member of the foreground group is PROVEN blocked reading the session's
+   * terminal: the pty itself on any fd, or `/dev/tty` while its controlling tty is the pty
+   * (control.sh `waits`).
+   */
   inputWaiting: boolean
+  /**
+   * The waiting thread's wait (`TID:NR:A0:A1:RUNS`: thread id, system call number, its first two
+   * arguments, and how many times the thread was scheduled), undefined when not waiting. A
+   * different value on a later probe means the thread left its wait and waited again between
+   * the probes.
+   */
+  waitingCall: string | undefined
 }
 
 /** Signals the control program sends, by their `kill -s` names. */
@@ -143,6 +154,7 @@ export class ControlChannel {
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
   private readonly requestTimeoutMs: number
+  private facts: Promise<WorldUserFacts> | undefined
   /** The shared snapshot being taken (see {@link sharedSnapshot}). */
   private snapshot: Promise<{ table: RemoteProcess[]; tagged: TaggedProcess[] }> | undefined
 
@@ -324,6 +336,23 @@ export class ControlChannel {
   }
 
   /**
+   * What the world offers this uid: a passwd entry or a private home, and its locales. Asked
+   * once per channel (the answer is kept).
+   */
+  userFacts(): Promise<WorldUserFacts> {
+    this.facts ??= this.request('facts').then(reply => {
+      if (reply[0] !== 'ok' || reply.length !== 4) throw this.unexpected('facts', reply)
+      return {
+        passwdEntry: reply[1] === '1',
+        privateHome: reply[2] === '-' ? undefined : Buffer.from(reply[2]!, 'hex').toString('utf8'),
+        locales: reply[3] === '-' ? undefined : reply[3]!.split(','),
+      }
+    })
+    this.facts.catch(() => { this.facts = undefined })
+    return this.facts
+  }
+
+  /**
    * The program's own initial environment (`/proc/PID/environ`): what the remote world gives
    * a process it starts (for SSH, the login's HOME, USER, LOGNAME, PATH, SHELL, ...).
    * Entries without `=` are skipped.
@@ -357,8 +386,9 @@ export class ControlChannel {
   async foreground(shell: ProcessIdentity): Promise<ForegroundFacts | undefined> {
     const reply = await this.request('fg', [shell.pid, shell.starttime])
     if (reply[0] === 'gone') return undefined
-    if (reply[0] !== 'ok' || reply.length !== 4) throw this.unexpected('fg', reply)
-    return { tpgid: Number(reply[1]), shellPgrp: Number(reply[2]), inputWaiting: reply[3] === '1' }
+    if (reply[0] !== 'ok' || reply.length !== 5) throw this.unexpected('fg', reply)
+    const inputWaiting = reply[3] === '1'
+    return { tpgid: Number(reply[1]), shellPgrp: Number(reply[2]), inputWaiting, waitingCall: inputWaiting ? reply[4] : undefined }
   }
 
   /**

@@ -3,9 +3,9 @@
 # the protocol and the /proc facts it relies on. Every /proc read is a shell builtin `read`
 # with a redirection, so a probe forks nothing; dd/od run only to read a select/poll fd set.
 exec 2>/dev/null
-# Byte semantics for every parser below (and printf "'C" in memw), whatever the world's locale.
+# Byte semantics for every parser below (and printf "'C" in readset), whatever the world's locale.
 LC_ALL=C; export LC_ALL
-# System call numbers that can mean "waiting for terminal input on fd 0", per architecture.
+# System call numbers that can mean "waiting for terminal input", per architecture.
 # Sources: arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h
 # (aarch64 has no plain select, poll or epoll_wait).
 case $(uname -m) in
@@ -46,32 +46,66 @@ memb() {
   dd if="/proc/$1/mem" bs="$3" count=1 skip="$2" iflag=skip_bytes | od -An -v -tu1
 }
 
-# memw PID: the blocked select/pselect6 or poll/ppoll call in _n _a0 _a1 (set by waits) includes
-# fd 0 in what it waits to read. Reads the fd set from /proc/PID/mem (the only step that forks).
-memw() {
+# readset PID: _fds becomes the fds that the blocked select/pselect6 or poll/ppoll call in
+# _n _a0 _a1 (set by waits) waits to read, read from /proc/PID/mem (the only step that forks).
+readset() {
+  _fds= _rp=$1 _v=0
   if [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ]; then
-    # select(nfds, readfds, ...): bit 0 of the first byte of readfds is fd 0. One raw byte via
-    # one dd (no od pipeline: a fork costs ~1 ms in a container). printf "'C" is the byte's value
-    # (LC_ALL=C); a NUL or newline byte is dropped by the command substitution and reads as 0,
-    # which is even like both of them; a failed read is empty too, so never true.
-    [ $((_a0)) -ge 1 ] && [ $((_a1)) -ne 0 ] || return 1
-    _b=$(dd if="/proc/$1/mem" bs=1 count=1 skip=$((_a1)) iflag=skip_bytes)
-    [ $(($(printf '%d' "'$_b") % 2)) -eq 1 ]
-    return
+    # select(nfds, readfds, ...): bit B of byte I of readfds is fd 8*I+B (at most 1024 fds).
+    _c=$((_a0))
+    [ "$_c" -ge 1 ] && [ $((_a1)) -ne 0 ] || return 0
+    [ "$_c" -gt 1024 ] && _c=1024
+    if [ "$_c" -le 8 ]; then
+      # One raw byte via one dd (no od pipeline: a fork costs ~1 ms in a container). printf "'C"
+      # is the byte's value (LC_ALL=C). A NUL or newline byte is dropped by the command
+      # substitution, and a failed read is empty too: those read as 0 and take the od path.
+      _b=$(dd if="/proc/$_rp/mem" bs=1 count=1 skip=$((_a1)) iflag=skip_bytes)
+      _v=$(printf '%d' "'$_b")
+    fi
+    set -f
+    if [ "$_v" -ne 0 ]; then set -- "$_v"; else set -- $(memb "$_rp" $((_a1)) $(((_c + 7) / 8))); fi
+    set +f
+    _i=0
+    for _x in "$@"; do
+      _bit=0
+      while [ "$_x" -gt 0 ]; do
+        [ $((_x % 2)) -eq 1 ] && _fds="$_fds $((_i * 8 + _bit))"
+        _x=$((_x / 2)) _bit=$((_bit + 1))
+      done
+      _i=$((_i + 1))
+    done
+    return 0
   fi
-  # poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }, POLLIN = 1.
+  # poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; } (little-endian:
+  # x86_64 and aarch64); POLLIN = 1; a negative fd is ignored by the kernel (at most 64 entries).
   _c=$((_a1))
-  [ "$_c" -ge 1 ] && [ $((_a0)) -ne 0 ] || return 1
+  [ "$_c" -ge 1 ] && [ $((_a0)) -ne 0 ] || return 0
   [ "$_c" -gt 64 ] && _c=64
-  set -f; set -- $(memb "$1" $((_a0)) $((_c * 8))); set +f
+  set -f; set -- $(memb "$_rp" $((_a0)) $((_c * 8))); set +f
   while [ $# -ge 8 ]; do
-    [ "$1$2$3$4" = 0000 ] && [ $(($5 % 2)) -eq 1 ] && return 0
+    [ "$4" -lt 128 ] && [ $(($5 % 2)) -eq 1 ] && _fds="$_fds $(($1 + $2 * 256 + $3 * 65536 + $4 * 16777216))"
     shift 8
   done
+}
+
+# isterm PID FD: PID's fd FD is this session's terminal: the same file as the shell's fd 0 (the
+# pty; `test -ef`, no fork), or /dev/tty as PID's own root sees it (a sandbox may mount another
+# /dev) while PID's controlling tty (_ctty, stat field 7) is the shell's (_sttynr). A pipe, a
+# socket or another tty never is. Sources: proc(5) for /proc/PID/fd and /proc/PID/root; tty(4):
+# /dev/tty is the controlling terminal of the process that opens it.
+isterm() {
+  [ "/proc/$1/fd/$2" -ef "$_tty" ] && return 0
+  [ "$_sttynr" != 0 ] && [ "$_ctty" = "$_sttynr" ] && [ "/proc/$1/fd/$2" -ef "/proc/$1/root/dev/tty" ]
+}
+
+# anyterm PID FD...: one of the fds is the session's terminal.
+anyterm() {
+  _ap=$1; shift
+  for _x in "$@"; do isterm "$_ap" "$_x" && return 0; done
   return 1
 }
 
-# Memo of memw answers per thread, so repeated probes of the SAME blocked call fork nothing
+# Memo of readset+anyterm answers per thread, so repeated probes of the SAME blocked call fork nothing
 # (an idle bash or python prompt sits in pselect6 between probes). A call is the same while the
 # thread has not run since the answer was computed: its syscall line (number, arguments, stack
 # and instruction pointers) and its schedstat (cpu ns, wait ns, timeslices) are unchanged; a
@@ -104,47 +138,59 @@ remember() { # remember TASKDIR RESULT: store _MK -> RESULT for this thread
   eval "_MK_$_mt=\$_MK _MV_$_mt=\$2"
 }
 
-# waits PID TTY: PID's fd 0 is the terminal TTY (same file: `test -ef`, no fork) and some thread
-# of PID is blocked in read(0), or in select/pselect6, poll/ppoll or epoll_wait/epoll_pwait with
-# fd 0 among what it waits for. A pipeline stage reading a PIPE on fd 0 (`make | sort`) waits
-# for its producer, not for the user, so it never counts. Unreadable means no.
+# waits PID: some thread of PID is blocked reading this session's terminal (isterm): in read(FD),
+# or in select/pselect6, poll/ppoll or epoll_wait/epoll_pwait with such an fd among what it waits
+# to read. Sets _wtok to that thread's wait (TID:NR:A0:A1:RUNS, RUNS being its count of times
+# scheduled, schedstat field 3, or 0 without sched_info): a blocked thread does not run, so a
+# different value on a later probe means it left its wait and entered one again in between. Pagers, password prompts and editors read /dev/tty on fd 3 and
+# up; a pipeline stage reading a PIPE (`make | sort`) waits for its producer, not for the user,
+# so it never counts. Unreadable means no. Needs _tty, _sttynr (fgwait) and _ctty (st of PID).
 waits() {
-  _wp=$1
-  [ "/proc/$_wp/fd/0" -ef "$2" ] || return 1
+  _wp=$1 _wtok=
   for _t in /proc/$_wp/task/*; do
     _n= _a0= _a1= _rest=
     { read -r _n _a0 _a1 _rest; } < "$_t/syscall" || [ -n "$_n" ] || continue
     case $_n in ''|running|-*) continue ;; esac
+    _s3=0
+    { read -r _s1 _s2 _s3; } < "$_t/schedstat"
+    _wtok="${_t##*/}:$_n:$_a0:$_a1:${_s3:-0}"
     if [ "$_n" = "$SYS_READ" ]; then
-      [ $((_a0)) -eq 0 ] && return 0
+      isterm "$_wp" $((_a0)) && return 0
     elif [ "$_n" = "$SYS_SELECT" ] || [ "$_n" = "$SYS_PSELECT" ] || [ "$_n" = "$SYS_POLL" ] || [ "$_n" = "$SYS_PPOLL" ]; then
       if memo "$_t" "$_n $_a0 $_a1 $_rest"; then
         [ "$_M" = 1 ] && return 0
         continue
       fi
-      if memw "$_wp"; then remember "$_t" 1; return 0; fi
+      readset "$_wp"
+      set -f
+      # shellcheck disable=SC2086
+      if anyterm "$_wp" $_fds; then set +f; remember "$_t" 1; return 0; fi
+      set +f
       remember "$_t" 0
     elif [ "$_n" = "$SYS_EPWAIT" ] || [ "$_n" = "$SYS_EPPWAIT" ]; then
-      # epoll_wait(epfd, ...): the epoll instance's fdinfo lists one "tfd: FD" line per watched fd.
-      while read -r _k _v _rest; do
-        [ "$_k" = tfd: ] && [ "$_v" = 0 ] && return 0
+      # epoll_wait(epfd, ...): the epoll instance's fdinfo lists one "tfd: FD events: HEX" line
+      # per watched fd (proc(5)); EPOLLIN = 1.
+      while read -r _k _v _e _ev _rest; do
+        [ "$_k" = tfd: ] && [ "$_e" = events: ] && [ $((0x$_ev % 2)) -eq 1 ] && isterm "$_wp" "$_v" && return 0
       done < "/proc/$_wp/fdinfo/$((_a0))"
     fi
   done
+  _wtok=
   return 1
 }
 
-# fgwait SHELL TPGID: a member of process group TPGID waits on fd 0. Checks the group leader,
-# then walks the shell's descendants through the task children files (bounded).
+# fgwait SHELL TPGID TTYNR: a member of process group TPGID waits reading the session's terminal
+# (waits), TTYNR being the shell's controlling tty (stat field 7). Checks the group leader, then
+# walks the shell's descendants through the task children files (bounded).
 fgwait() {
-  _g=$2 _tty=/proc/$1/fd/0
-  if st "/proc/$_g/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_g" "$_tty"; then return 0; fi
+  _g=$2 _tty=/proc/$1/fd/0 _sttynr=$3
+  if st "/proc/$_g/stat" && [ "$S_PGRP" = "$_g" ] && _ctty=$S_TTY && waits "$_g"; then return 0; fi
   _q="$1 " _seen=0
   while [ -n "$_q" ] && [ "$_seen" -lt 1024 ]; do
     _p=${_q%%' '*}; _q=${_q#*' '}
     [ -n "$_p" ] || continue
     _seen=$((_seen + 1))
-    if [ "$_p" != "$_g" ] && st "/proc/$_p/stat" && [ "$S_PGRP" = "$_g" ] && waits "$_p" "$_tty"; then return 0; fi
+    if [ "$_p" != "$_g" ] && st "/proc/$_p/stat" && [ "$S_PGRP" = "$_g" ] && _ctty=$S_TTY && waits "$_p"; then return 0; fi
     for _cf in /proc/$_p/task/*/children; do
       _k=
       { read -r _k; } < "$_cf" || [ -n "$_k" ] || continue
@@ -211,10 +257,11 @@ while IFS= read -r _req; do
       if st "$1"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
       else echo "$_id gone"; fi ;;
     fg)
-      # fg PID START -> ok TPGID SHELL_PGRP WAITING(1|0) | gone
+      # fg PID START -> ok TPGID SHELL_PGRP WAITING(1|0) CALL | gone; CALL is the blocked call
+      # of the waiting thread (TID:NR:A0:A1), "-" when not waiting.
       if live "$1" "$2"; then
         _tp=$S_TPGID _sp=$S_PGRP
-        if [ "$_tp" -gt 0 ] && fgwait "$1" "$_tp"; then echo "$_id ok $_tp $_sp 1"; else echo "$_id ok $_tp $_sp 0"; fi
+        if [ "$_tp" -gt 0 ] && fgwait "$1" "$_tp" "$S_TTY"; then echo "$_id ok $_tp $_sp 1 $_wtok"; else echo "$_id ok $_tp $_sp 0 -"; fi
       else echo "$_id gone"; fi ;;
     sigfg)
       # sigfg PID START SIG -> ok TPGID | refused TPGID | err TPGID | gone
@@ -312,6 +359,25 @@ while IFS= read -r _req; do
       while [ "$_i" -lt "$_n" ]; do IFS= read -r _l || break; set -- "$@" "$_l"; _i=$((_i + 1)); done
       if [ "$_op" = mkprivate ]; then mkdir -m 700 -- "$@"; else rm -rf -- "$@"; fi </dev/null
       if [ $? -eq 0 ]; then echo "$_id ok"; else echo "$_id err"; fi ;;
+    facts)
+      # facts -> ok PASSWD HOME LOCALES (asked once per channel; a few forks):
+      # PASSWD 1 when this uid has a passwd entry (getent, else /etc/passwd), 0 when not;
+      # HOME (hex): for a uid WITHOUT an entry (a numeric `docker exec --user`, whose HOME the
+      # engine sets to /), the private directory /tmp/dsh-remote-home-UID, made 0700 and trusted
+      # only when it is ours and not a symlink, as owndir; "-" otherwise or when unusable;
+      # LOCALES: `locale -a`, comma-separated; "-" when the world cannot say.
+      _pw=0
+      if command -v getent >/dev/null; then getent passwd "$_uid" >/dev/null && _pw=1
+      else while IFS=: read -r _k _x _u _rest; do [ "$_u" = "$_uid" ] && _pw=1; done < /etc/passwd; fi
+      _ph=-
+      if [ "$_pw" = 0 ]; then
+        _d=/tmp/dsh-remote-home-$_uid
+        [ -d "$_d" ] || mkdir -m 700 "$_d"
+        if [ -d "$_d" ] && [ ! -L "$_d" ] && [ -O "$_d" ] && [ -w "$_d" ]; then _ph=$(printf '%s' "$_d" | od -An -v -tx1 | tr -d ' \n'); fi
+      fi
+      _lc=$(locale -a </dev/null | tr '\n' ',')
+      _lc=${_lc%,}
+      echo "$_id ok $_pw $_ph ${_lc:--}" ;;
     *) echo "$_id err unknown-op" ;;
   esac
 done

@@ -44,6 +44,11 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   protected readonly stateDir: RemoteStateDirectory
   /** This client's session ownership: its id, its session tags, its control registrations (ownership.ts). */
   readonly ownership: SessionOwnership
+  /**
+   * The client's LANG when the runtime was made: only its name crosses, to choose the world's
+   * locale (environment.ts `chooseLocale`); read once, so every program of a world agrees.
+   */
+  protected readonly callerLang: string | undefined = process.env.LANG
   private readonly terminals = new Set<RemoteTerminalHandle>()
   private worldPromise: Promise<W> | undefined
   private disposing = false

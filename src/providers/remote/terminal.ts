@@ -16,6 +16,7 @@ import type {
 import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
 import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { InputWaitObserver } from './input-wait.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
 import { findWrappedProgram } from './wrapped-program.ts'
@@ -206,6 +207,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly transport: TerminalTransport
   private readonly start: RemoteTerminalStart
   private readonly inflight = new Set<Promise<unknown>>()
+  private readonly inputWait = new InputWaitObserver()
   private exited = false
   private closing = false
   private cleanup: Promise<void> | undefined
@@ -258,7 +260,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     return this.track(this.withControl(control => control.foreground(this.identity)).then(facts => {
       if (facts === undefined || facts.tpgid <= 0) return undefined
-      return { processGroupId: facts.tpgid, inputWaiting: facts.inputWaiting }
+      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }))
   }
 

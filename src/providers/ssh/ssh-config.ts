@@ -4,6 +4,7 @@
  * @module dsh-remote-worlds/providers/ssh/ssh-config
  */
 import { z } from 'zod'
+import { LocaleSettingSchema } from '../remote/environment.ts'
 
 const stringOrList = z.union([z.string().min(1), z.array(z.string().min(1))])
 
@@ -15,6 +16,13 @@ export const SshRuntimeConfig = z.object({
   user: z.string().min(1).optional(),
   /** Port (overrides the target's and the config file's). */
   port: z.number().int().min(1).max(65535).optional(),
+  /**
+   * The locale of terminals and spawned programs (remote/environment.ts `chooseLocale`):
+   * `'auto'` (default) sets LANG to the caller's UTF-8 LANG when the world has it, else to
+   * C.UTF-8 when the world has it, and only when the world's own environment names no locale;
+   * a locale name sets LANG to it; `false` keeps the world's environment as it is.
+   */
+  locale: LocaleSettingSchema.optional(),
   /** Private key files to offer (as OpenSSH `-i`); default: the config's IdentityFile, else ~/.ssh/id_{ed25519,ecdsa,rsa} that exist. */
   identity: stringOrList.optional(),
   /** Passphrase of encrypted private keys. */

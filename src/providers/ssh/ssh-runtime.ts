@@ -11,7 +11,7 @@ import ssh2, { type ParsedKey } from 'ssh2'
 import type { z } from 'zod'
 import { SshRuntimeConfig } from './ssh-config.ts'
 import type { ControlChannel } from '../remote/control-channel.ts'
-import { remoteChildEnv } from '../remote/environment.ts'
+import { type UserEnvironment, remoteChildEnv, userEnvironment } from '../remote/environment.ts'
 import { InvalidArgumentError } from '../remote/errors.ts'
 import type { SessionOwnership } from '../remote/ownership.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
@@ -20,7 +20,7 @@ import { startRemoteTerminal } from '../remote/terminal.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
 import { openSshProcess } from './ssh-process.ts'
-import { SshWorld } from './ssh-world.ts'
+import { type SshConnection, SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
 import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
@@ -113,7 +113,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
           spec,
           tag: this.ownership.newTag(),
           program: this.wrappedProgram(spec.argv),
-          env: remoteChildEnv(lease.connection.ambientEnv, spec.env),
+          env: remoteChildEnv((await this.environmentOf(lease.connection)).ambient, spec.env),
           control: lease.connection.control,
           where: world.describe(),
           open: script => lease.openTerminal(script, spec.rows, spec.cols),
@@ -150,9 +150,10 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
       prepare: async () => {
         const world = await this.world()
         opened = world
-        const { control, ambientEnv } = await world.connection()
-        const stateDir = await this.stateDir.ensure(control, ambientEnv)
-        return { env: remoteChildEnv(ambientEnv, spec.env), control, stateDir }
+        const connection = await world.connection()
+        const { ambient } = await this.environmentOf(connection)
+        const stateDir = await this.stateDir.ensure(connection.control, ambient)
+        return { env: remoteChildEnv(ambient, spec.env), control: connection.control, stateDir }
       },
       open: (script, options) => openSshProcess(opened!, script, options),
       // exit-status / exit-signal are exact: the wrapper may become the program (exec mode).
@@ -173,9 +174,23 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
     signal?.throwIfAborted()
     const world = await this.world()
-    const { control, ambientEnv } = await world.connection()
-    const path = remoteChildEnv(ambientEnv, env).PATH
-    return resolveRemoteExecutable(control, command, path, world.describe(), signal)
+    const connection = await world.connection()
+    const path = remoteChildEnv((await this.environmentOf(connection)).ambient, env).PATH
+    return resolveRemoteExecutable(connection.control, command, path, world.describe(), signal)
+  }
+
+  /**
+   * The environment the host gives the login user, before a spec's env: the login's ambient
+   * environment, then the locale (see remote/environment.ts `userEnvironment`; sshd accepts no
+   * environment from the client, so a login without a LANG runs in POSIX otherwise). Connects
+   * on first use.
+   */
+  async userEnvironment(): Promise<UserEnvironment> {
+    return this.environmentOf(await (await this.world()).connection())
+  }
+
+  private async environmentOf(connection: SshConnection): Promise<UserEnvironment> {
+    return userEnvironment(connection.ambientEnv, await connection.control.userFacts(), this.config.locale ?? 'auto', this.callerLang)
   }
 }
 

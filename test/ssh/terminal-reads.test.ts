@@ -1,0 +1,27 @@
+/**
+ * Terminal reads beyond fd 0 over SSH (test/helpers/terminal-read-cases.ts), as `agent` against
+ * the project's sshd world.
+ */
+import { afterAll, beforeAll, describe } from 'vitest'
+import { openWorld } from '../../src/backend/world.ts'
+import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { terminalReadCases } from '../helpers/terminal-read-cases.ts'
+import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
+
+let sshd: SshdWorld
+
+beforeAll(async () => {
+  sshd = await startSshdWorld()
+})
+
+afterAll(async () => {
+  await sshd?.stop()
+})
+
+describe('terminal reads through /dev/tty over SSH, as agent', () => {
+  terminalReadCases(() => openWorld({
+    runtime: SshSubprocessRuntime,
+    runtimeConfig: { target: `agent@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false },
+    workspaceRoot: '/tmp',
+  }))
+})
