@@ -115,7 +115,8 @@ export function parseCgroupMounts(mountinfo: string): CgroupMount[] {
 export function cgroupDirectory(mount: CgroupMount, path: string): { directory: string; relative: string } | undefined {
   const root = mount.root === '/' ? '' : mount.root.replace(/\/+$/, '')
   if (path !== root && !path.startsWith(`${root}/`)) return undefined
-  const relative = path.slice(root.length)
+  // The cgroup at the mount's root ("/" under root "/") is the mount point itself.
+  const relative = path.slice(root.length).replace(/\/+$/, '')
   return { directory: `${mount.mountPoint.replace(/\/+$/, '')}${relative}`, relative }
 }
 
