@@ -3,6 +3,7 @@
  * local `sh -s`, the process stopped (SIGSTOP) so requests pile up, then killed. Every request,
  * the one in flight AND the ones queued behind it, must reject with ControlChannelError; none may
  * stay pending (a terminate() waits for in-flight probes, so one pending request hangs a close).
+ * Also the cgroup reads of resource-limit events: `counters` (builtins only) and `cgroup`.
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
