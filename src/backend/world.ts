@@ -15,6 +15,7 @@ import TerminalSessionService from '@deepseek-ai/dsh-terminal'
 import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, TerminalSessionId, TerminalSignal, TerminalSignalResult } from '@deepseek-ai/dsh-terminal'
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
 import { randomUUID } from 'node:crypto'
+import type { ResourceEvent, ResourceWatch } from '../providers/remote/resource-events.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
@@ -64,8 +65,28 @@ export interface OpenWorldOptions<C> {
   plugins?: readonly ((ctx: Context) => Promise<unknown>)[]
 }
 
+/**
+ * A send result with the resource-limit events the world's cgroup counted between the send's
+ * start and its settlement (see {@link WorldTerminal.send}).
+ */
+export interface WorldSendResult extends TerminalSendResult {
+  /**
+   * OOM kills and refused forks counted while the send ran, e.g.
+   * `[{ kind: 'oom_kill', count: 1, limitBytes: 268435456 }]`. Absent when nothing was
+   * counted, or the world has no readable cgroup counters (`dsh-remote doctor` says which).
+   * Counted per cgroup: another process of the same container (over SSH, the same login
+   * session) hitting the limit during the send is reported too.
+   */
+  events?: ResourceEvent[] | undefined
+}
+
+/** A send operation whose result carries resource-limit events. */
+export interface WorldSendOperation extends TerminalSendOperation {
+  done: Promise<WorldSendResult>
+}
+
 /** A timed send result. */
-export interface TimedSendResult extends TerminalSendResult {
+export interface TimedSendResult extends WorldSendResult {
   /** Wall time from the write to settlement, in ms. */
   ms: number
 }
@@ -78,8 +99,13 @@ export interface WorldTerminal {
   readonly pid: number | undefined
   /** Startup output. */
   readonly motd: string
-  /** Start a send; the operation can be cancelled (a real SIGINT to the foreground group). */
-  startSend(text: string, options?: { submit?: boolean; signal?: AbortSignal }): TerminalSendOperation
+  /**
+   * Start a send; the operation can be cancelled (a real SIGINT to the foreground group). Its
+   * result carries `events` (see {@link WorldSendResult}): the cgroup counters are read when
+   * the send starts (queued on the control channel ahead of the write's own probes, not
+   * awaited) and once more at settlement (one control round trip).
+   */
+  startSend(text: string, options?: { submit?: boolean; signal?: AbortSignal }): WorldSendOperation
   /** Send and wait for settlement. */
   send(text: string, options?: { submit?: boolean; signal?: AbortSignal }): Promise<TimedSendResult>
   /** Signal the foreground process group. */
@@ -133,6 +159,16 @@ export function ownerAgent(ctx: Context, rawId: string): Agent {
 }
 
 /**
+ * The resource-limit watch of the runtime's world for the terminal with remote pid `pid`, when
+ * the runtime offers one (our remote runtimes do); undefined otherwise or when it fails.
+ */
+async function resourceWatchOf(runtime: SubprocessRuntime, pid: number | undefined): Promise<ResourceWatch | undefined> {
+  const watching = runtime as SubprocessRuntime & { resourceWatch?: (pid?: number) => Promise<ResourceWatch> }
+  if (typeof watching.resourceWatch !== 'function') return undefined
+  return watching.resourceWatch(pid).catch(() => undefined)
+}
+
+/**
  * Compose a world: AgentRegistry, TerminalSessionService, SandboxPolicyService, the runtime,
  * optional plugins, then terminal-bash; register one owner agent.
  * @throws whatever the runtime's construction throws (e.g. InvalidArgumentError for bad config).
@@ -169,8 +205,18 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
       ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
     }, request.signal)
     const id = created.sessionId
-    const startSend = (text: string, sendOptions: { submit?: boolean; signal?: AbortSignal } = {}): TerminalSendOperation =>
-      ctx.terminals.startSend(agent, id, { text, submit: sendOptions.submit ?? true, ...(sendOptions.signal !== undefined ? { signal: sendOptions.signal } : {}) })
+    // Located now (once per control channel), so a send's first reading is not held up by it.
+    const watch = await resourceWatchOf(runtime, created.pid)
+    const startSend = (text: string, sendOptions: { submit?: boolean; signal?: AbortSignal } = {}): WorldSendOperation => {
+      const before = watch?.snapshot()
+      const operation = ctx.terminals.startSend(agent, id, { text, submit: sendOptions.submit ?? true, ...(sendOptions.signal !== undefined ? { signal: sendOptions.signal } : {}) })
+      if (watch === undefined || before === undefined) return operation
+      const done = operation.done.then(async (result): Promise<WorldSendResult> => {
+        const events = await watch.eventsSince(await before)
+        return events.length > 0 ? { ...result, events } : result
+      })
+      return { done, readOutput: () => operation.readOutput(), cancel: () => operation.cancel() }
+    }
     return {
       id,
       pid: created.pid,

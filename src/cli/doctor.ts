@@ -9,6 +9,7 @@ import type { RemoteWorld } from '../backend/world.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
+import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
@@ -54,6 +55,8 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
   checks.push({ name: 'control channel', ok: true, detail: `uid ${control.info.uid}, arch ${control.info.arch}, median round trip ${samples[10]!.toFixed(2)} ms (20 pings in ${(performance.now() - pingStarted).toFixed(1)} ms)` })
   const unowned = ownershipGap(world, control.info.uid)
   checks.push({ name: 'session ownership', ok: unowned === undefined, detail: unowned ?? `registered in /tmp/dsh-remote-owners-${control.info.uid}: if this client dies, the next client (as uid ${control.info.uid}) finds and ends what it left` })
+  const resources = await (await ResourceWatch.of(control)).report()
+  checks.push({ name: 'resource events', ok: resources.watched, detail: resourceWatchDetail(resources) })
 
   const environment = await runtime.userEnvironment()
   checks.push({ name: 'locale', ok: environment.locale.source !== 'none', detail: environment.locale.reason })
@@ -136,6 +139,19 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
     await terminal?.terminate().catch(() => undefined)
   }
   return checks
+}
+
+/**
+ * The `resource events` check's detail: which cgroup files a send's and a process's `events`
+ * come from, v1 or v2, and the limits now; or why the world reports none.
+ */
+export function resourceWatchDetail(report: ResourceWatchReport): string {
+  if (!report.watched) return `not watched: sends and processes report no OOM kills or refused forks (${report.reason ?? 'no readable cgroup counters'})`
+  const limits = [
+    ...(report.memoryLimit !== undefined ? [report.memoryLimit === null ? 'no memory limit' : `memory limit ${formatBytes(report.memoryLimit)}`] : []),
+    ...(report.pidsLimit !== undefined ? [report.pidsLimit === null ? 'no pids limit' : `pids limit ${report.pidsLimit}`] : []),
+  ]
+  return `cgroup ${report.version === 'mixed' ? 'v1 and v2' : `v${report.version}`}: watching ${report.files.join(' and ')}; ${limits.join(', ')}`
 }
 
 /** What gone clients left in a world, as `doctor` reports it (and `doctor --reap` ends it). */

@@ -4,13 +4,18 @@
  */
 import type { TerminalSessionStatus, TerminalWaitReason } from '@deepseek-ai/dsh-terminal'
 import type { RemoteWorld, WorldTerminal } from '../backend/world.ts'
+import { type ResourceEvent, describeResourceEvent } from '../providers/remote/resource-events.ts'
 import { sessionMembers } from '../providers/remote/teardown.ts'
 import type { ScriptStep } from './script.ts'
 import { controlledRuntime } from './target.ts'
 
-/** One executed step, as printed by `--json` (one object per line). */
+/**
+ * One executed step, as printed by `--json` (one object per line). A send's `events` lists the
+ * resource-limit events (OOM kills, refused forks) the world's cgroup counted while it ran;
+ * absent when there were none (see WorldSendResult in backend/world.ts).
+ */
 export type StepRecord =
-  | { i: number; line: number; text: string; waitReason: TerminalWaitReason; sessionStatus: TerminalSessionStatus; output: string; truncated: boolean; ms: number }
+  | { i: number; line: number; text: string; waitReason: TerminalWaitReason; sessionStatus: TerminalSessionStatus; output: string; truncated: boolean; ms: number; events?: ResourceEvent[] }
   | { i: number; line: number; text: string; signal: string; targetPgid: number; ms: number }
 
 /** Source text of a step, for records and transcripts. */
@@ -38,7 +43,7 @@ export async function runStep(terminal: WorldTerminal, step: ScriptStep, i: numb
   if (step.kind === 'cancel-after') timer = setTimeout(() => operation.cancel(), step.afterMs)
   try {
     const result = await operation.done
-    return { i, line: step.line, text, waitReason: result.waitReason, sessionStatus: result.sessionStatus, output: result.viewport, truncated: result.truncated, ms: round(performance.now() - started) }
+    return { i, line: step.line, text, waitReason: result.waitReason, sessionStatus: result.sessionStatus, output: result.viewport, truncated: result.truncated, ms: round(performance.now() - started), ...(result.events !== undefined ? { events: result.events } : {}) }
   } finally {
     if (timer !== undefined) clearTimeout(timer)
   }
@@ -55,13 +60,14 @@ export async function sessionLeftovers(world: RemoteWorld, shellPid: number): Pr
   return sessionMembers(table, { pid: shellPid, starttime: 0 }).map(member => `${member.pid}:${member.state}`)
 }
 
-/** Render one record for humans. */
+/** Render one record for humans; each resource-limit event is a `    ! ...` line after the output. */
 export function formatRecord(record: StepRecord): string {
   if ('signal' in record) return `[${record.i}] ${record.text}  -> delivered to process group ${record.targetPgid} (${record.ms} ms)`
   const status = record.sessionStatus.kind === 'exited' ? `  session exited (code ${record.sessionStatus.exitCode ?? 'null'}${record.sessionStatus.signal !== null ? `, ${record.sessionStatus.signal}` : ''})` : ''
   const truncated = record.truncated ? '\n    | ... (output truncated: the tail follows; `read` the scrollback for more)' : ''
   const output = record.output.length === 0 ? '' : `${truncated}\n${record.output.replace(/\n$/, '').split('\n').map(line => `    | ${line}`).join('\n')}`
-  return `[${record.i}] ${record.waitReason.padEnd(13)} ${String(record.ms).padStart(6)} ms  $ ${record.text}${status}${output}`
+  const events = (record.events ?? []).map(event => `\n    ! ${describeResourceEvent(event)}`).join('')
+  return `[${record.i}] ${record.waitReason.padEnd(13)} ${String(record.ms).padStart(6)} ms  $ ${record.text}${status}${output}${events}`
 }
 
 function round(ms: number): number {

@@ -6,6 +6,9 @@
  */
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import Docker from 'dockerode'
@@ -42,6 +45,7 @@ describe.each(['agent', 'root'])('dsh-remote doctor --docker CONTAINER --user %s
     expect(report.checks.map(check => [check.name, check.ok])).toEqual([
       ['control channel', true],
       ['session ownership', true],
+      ['resource events', true],
       ['pid publication', true],
       ['foreground probing', true],
       ['exact stdin-wait', true],
@@ -49,6 +53,44 @@ describe.each(['agent', 'root'])('dsh-remote doctor --docker CONTAINER --user %s
       ['teardown proof', true],
     ])
     expect(report.checks[0]!.detail).toContain(`uid ${user === 'root' ? 0 : 1000}, arch x86_64`)
+    // This machine's kernel keeps memory and pids in cgroup v1; the container sets no limits.
+    expect(report.checks[2]!.detail).toBe('cgroup v1: watching /sys/fs/cgroup/memory/memory.oom_control (oom_kill) and /sys/fs/cgroup/pids/pids.events (max); no memory limit, no pids limit')
+    expect(code).toBe(0)
+  }, 60_000)
+})
+
+describe('dsh-remote run in a container with a 256 MiB memory limit', () => {
+  let limited: Docker.Container
+  const script = join(tmpdir(), `dsh-remote-oom-${process.pid}.txt`)
+
+  beforeAll(async () => {
+    limited = await docker.createContainer({ Image: DEFAULT_IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none', Memory: 256 << 20, MemorySwap: 256 << 20 } })
+    await limited.start()
+    writeFileSync(script, "python3 -c 'b=bytearray(600<<20)'\necho fine\n")
+  })
+
+  afterAll(async () => {
+    await limited?.remove({ force: true })
+    rmSync(script, { force: true })
+  })
+
+  it('--json: the killed send\'s record carries events, the next one none', async () => {
+    const { code, stdout } = await cli(['run', '--docker', limited.id, '--user', 'agent', '--cwd', '/tmp', '--json', '--script', script])
+    const records = stdout.trim().split('\n').map(line => JSON.parse(line) as { text: string; events?: unknown })
+    expect(records.map(record => [record.text, record.events])).toEqual([
+      ["python3 -c 'b=bytearray(600<<20)'", [{ kind: 'oom_kill', count: 1, limitBytes: 268435456 }]],
+      ['echo fine', undefined],
+    ])
+    expect(code).toBe(0)
+  }, 60_000)
+
+  it('the human transcript names the memory limit under the killed send', async () => {
+    const { code, stdout } = await cli(['run', '--docker', limited.id, '--user', 'agent', '--cwd', '/tmp', '--script', script])
+    const lines = stdout.split('\n')
+    const killed = lines.findIndex(line => line.includes("$ python3 -c 'b=bytearray(600<<20)'"))
+    const next = lines.findIndex(line => line.includes('$ echo fine'))
+    expect(lines.slice(killed, next)).toContain("    ! the world's memory limit (256 MiB) killed 1 process (oom_kill)")
+    expect(lines.slice(next).filter(line => line.startsWith('    !'))).toEqual([])
     expect(code).toBe(0)
   }, 60_000)
 })

@@ -3,9 +3,13 @@
  * local `sh -s`, the process stopped (SIGSTOP) so requests pile up, then killed. Every request,
  * the one in flight AND the ones queued behind it, must reject with ControlChannelError; none may
  * stay pending (a terminate() waits for in-flight probes, so one pending request hangs a close).
+ * Also the cgroup reads of resource-limit events: `counters` (builtins only) and `cgroup`.
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ControlChannel } from '../../src/providers/remote/control-channel.ts'
 import { ControlChannelError } from '../../src/providers/remote/errors.ts'
@@ -47,5 +51,32 @@ describe('ControlChannel when its program dies', () => {
     await exited
     expect(channel.alive).toBe(false)
     await expect(channel.request('ping')).rejects.toBeInstanceOf(ControlChannelError)
+  })
+})
+
+describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
+  it('readSmallFiles: each file\'s lines as read by the shell\'s builtins; unreadable, missing or empty is undefined', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-counters-'))
+    try {
+      writeFileSync(join(dir, 'memory.events'), 'low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n')
+      writeFileSync(join(dir, 'memory.max'), 'max\n')
+      writeFileSync(join(dir, 'no newline'), 'max 3')
+      writeFileSync(join(dir, 'empty'), '')
+      const { channel } = await localChannel()
+      const texts = await channel.readSmallFiles([join(dir, 'memory.events'), join(dir, 'memory.max'), join(dir, 'no newline'), join(dir, 'empty'), join(dir, 'missing')])
+      expect(texts).toEqual(['low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n', 'max\n', 'max 3\n', undefined, undefined])
+      channel.close()
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('cgroupFacts: the program\'s own /proc/PID/cgroup and the cgroup lines of its mountinfo, byte for byte', async () => {
+    const { channel, pid } = await localChannel()
+    const facts = await channel.cgroupFacts()
+    expect(facts.procCgroup).toBe(readFileSync(`/proc/${pid}/cgroup`, 'utf8'))
+    const cgroupLines = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').filter(line => / - cgroup2? /.test(line))
+    expect(facts.mountinfo).toBe(cgroupLines.map(line => `${line}\n`).join(''))
+    channel.close()
   })
 })

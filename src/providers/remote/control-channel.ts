@@ -517,6 +517,34 @@ export class ControlChannel {
     return ignoring
   }
 
+  /**
+   * The control program's own `/proc/PID/cgroup` and the cgroup lines of its
+   * `/proc/PID/mountinfo` (proc(5)): where its cgroup is, for cgroup.ts to locate the counter
+   * files. Two forks; ask once per channel (resource-events.ts memoizes it).
+   * @returns both texts, empty when unreadable.
+   */
+  async cgroupFacts(): Promise<{ procCgroup: string; mountinfo: string }> {
+    const reply = await this.request('cgroup')
+    if (reply[0] !== 'ok' || reply.length !== 3) throw this.unexpected('cgroup', reply)
+    const text = (hex: string): string => hex === '-' ? '' : Buffer.from(hex, 'hex').toString('utf8')
+    return { procCgroup: text(reply[1]!), mountinfo: text(reply[2]!) }
+  }
+
+  /**
+   * Read small key/value or single-value files (cgroup counters and limits) with the program's
+   * builtins only (no fork; cheap enough for every send). At most 32 lines a file.
+   * @param paths - absolute paths (any bytes but NUL and newline).
+   * @returns per path, its text rebuilt as `WORD WORD\n` lines (words as split by the shell),
+   *   or undefined when unreadable or empty.
+   * @throws InvalidArgumentError for a path holding NUL or a newline.
+   */
+  async readSmallFiles(paths: readonly string[]): Promise<(string | undefined)[]> {
+    if (paths.length === 0) return []
+    const reply = await this.requestLines('counters', [], paths)
+    if (reply[0] !== 'ok' || reply.length !== paths.length + 1) throw this.unexpected('counters', reply)
+    return reply.slice(1).map(field => field === '-' ? undefined : field.split(',').map(line => `${line.split(':').join(' ')}\n`).join(''))
+  }
+
   /** End the program (stdin EOF) and release the transport. Idempotent. */
   close(): void {
     if (this.failure === undefined) {

@@ -378,6 +378,35 @@ while IFS= read -r _req; do
       _lc=$(locale -a </dev/null | tr '\n' ',')
       _lc=${_lc%,}
       echo "$_id ok $_pw $_ph ${_lc:--}" ;;
+    cgroup)
+      # cgroup -> ok HEX HEX: this program's /proc/PID/cgroup, and the lines of its
+      # /proc/PID/mountinfo whose filesystem is cgroup or cgroup2 (proc(5)), each as hex ("-"
+      # when empty). The shells of this (world, uid) run in the same container or login
+      # session, so these locate their cgroup too (cgroup.ts). Two od+tr forks, asked once per
+      # channel.
+      _a=$(od -An -v -tx1 < "/proc/$$/cgroup" | tr -d ' \n')
+      _b=$(while IFS= read -r _l; do case $_l in *' - cgroup '*|*' - cgroup2 '*) printf '%s\n' "$_l" ;; esac; done < "/proc/$$/mountinfo" | od -An -v -tx1 | tr -d ' \n')
+      echo "$_id ok ${_a:--} ${_b:--}" ;;
+    counters)
+      # counters N, then N raw lines (paths of small cgroup files) -> ok FIELD...: per file, its
+      # lines joined by "," with each line's words joined by ":" (memory.events "oom_kill 2"
+      # -> "...,oom_kill:2"; memory.max "max" -> "max"), "-" when unreadable or empty. At most 32
+      # lines a file. Builtin test and read only: asked at every send's start and settlement,
+      # so no fork.
+      _n=$1 _i=0 _o=
+      while [ "$_i" -lt "$_n" ]; do
+        IFS= read -r _l || break
+        _i=$((_i + 1)) _f= _c=0
+        if [ -r "$_l" ]; then
+          while [ "$_c" -lt 32 ] && { read -r _k _v _x || [ -n "$_k" ]; }; do
+            _c=$((_c + 1))
+            [ -n "$_k" ] && _f="$_f${_f:+,}$_k${_v:+:$_v}"
+            _k= _v=
+          done < "$_l"
+        fi
+        _o="$_o ${_f:--}"
+      done
+      echo "$_id ok$_o" ;;
     *) echo "$_id err unknown-op" ;;
   esac
 done

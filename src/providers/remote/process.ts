@@ -26,7 +26,19 @@ import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, Remote
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
+import { type ResourceCounters, type ResourceEvent, ResourceWatch } from './resource-events.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
+
+/**
+ * The outcome our handles' `done` resolves to: the seam's exit facts, exactly as before, plus
+ * `events` when the world's cgroup counted a resource-limit event (an OOM kill, a refused
+ * fork) between the process's start and its exit (resource-events.ts). Absent when nothing was
+ * counted or the world has no readable counters, so `{ exitCode, signal }` compares as before.
+ */
+export interface RemoteSubprocessOutcome extends SubprocessOutcome {
+  /** The resource-limit events counted while the process ran (never empty when present). */
+  events?: ResourceEvent[] | undefined
+}
 
 /** The byte streams of one remote non-PTY process, as a world provides them. */
 export interface ProcessTransport {
@@ -147,7 +159,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
   readonly stdout: Readable | undefined
   readonly stderr: Readable | undefined
   readonly collected: SubprocessCollectedOutputs
-  readonly done: Promise<SubprocessOutcome>
+  readonly done: Promise<RemoteSubprocessOutcome>
   /** The program's identity once published. */
   identity: ProcessIdentity | undefined
 
@@ -171,6 +183,9 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private treeGone = false
   private spillCleanup: Promise<void> | undefined
   private readonly onAbort = (): void => { this.terminate() }
+  /** The world's resource counters, and their reading taken before the start. */
+  private resourceWatch: ResourceWatch | undefined
+  private resourcesBefore: Promise<ResourceCounters | undefined> | undefined
 
   /** @internal Use the runtime's `spawn`. */
   constructor(start: RemoteProcessStart) {
@@ -189,7 +204,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     this.stdin = this.stdinPipe
     this.startedGate.promise.catch(() => undefined)
     this.spec.signal?.addEventListener('abort', this.onAbort, { once: true })
-    this.done = this.run()
+    this.done = this.run().then(outcome => this.withResourceEvents(outcome))
     this.done.catch(() => undefined)
   }
 
@@ -225,6 +240,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
       throw error
     }
     this.control = world.control
+    // Located once per control channel (a round trip on the first spawn only).
+    this.resourceWatch = await ResourceWatch.of(world.control)
     const { stdio } = this.spec
     const stamp = randomBytes(8).toString('hex')
     const spillOf = (collector: RemoteOutputCollector | undefined, name: string): RemoteSpill | undefined => {
@@ -265,6 +282,9 @@ export class RemoteProcessHandle implements SubprocessHandle {
       // The wrapper (argv and env inside) is one argument of `sh -c` (or of the SSH login
       // shell's -c): Linux limits a single argument to 128 KiB (MAX_ARG_STRLEN).
       if (Buffer.byteLength(script) >= MAX_ARG_BYTES) throw new InvalidArgumentError(`argv and environment are too large for a remote start (${Buffer.byteLength(script)} bytes with the wrapper; a single exec argument is limited to ${MAX_ARG_BYTES} bytes)`)
+      // Queued on the control channel now, so the counters are read before the program starts;
+      // not awaited, so the start does not wait for it.
+      this.resourcesBefore = this.resourceWatch.snapshot()
       transport = await this.start.open(script, { stdin: stdio.stdin !== 'ignore' })
     } catch (error) {
       this.startedGate.resolve(undefined)
@@ -473,6 +493,18 @@ export class RemoteProcessHandle implements SubprocessHandle {
       source.pause()
       target.once('drain', () => source.resume())
     }
+  }
+
+  /**
+   * The outcome with the resource-limit events counted since the start: one `counters` request
+   * after the exit (the counters are raised before the kernel's SIGKILL is sent, so an OOM kill
+   * is counted by the time the exit is seen). Without a reading from the start, or when the
+   * reading fails, the outcome as it is.
+   */
+  private async withResourceEvents(outcome: SubprocessOutcome): Promise<RemoteSubprocessOutcome> {
+    if (this.resourceWatch === undefined || this.resourcesBefore === undefined) return outcome
+    const events = await this.resourceWatch.eventsSince(await this.resourcesBefore).catch(() => [])
+    return events.length > 0 ? { ...outcome, events } : outcome
   }
 
   private settle(outcome: SubprocessOutcome): SubprocessOutcome {

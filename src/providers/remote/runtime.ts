@@ -11,6 +11,7 @@ import type { ControlChannel } from './control-channel.ts'
 import { InvalidArgumentError, WorldClosedError } from './errors.ts'
 import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
+import { ResourceWatch } from './resource-events.ts'
 import type { RemoteTerminalHandle } from './terminal.ts'
 import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 
@@ -69,6 +70,21 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
 
   /** Open the world (called once; a failure is forgotten so a later call retries). */
   protected abstract openWorld(): Promise<W>
+
+  /** The control channel of this runtime's user in its world (opens the world on first use). */
+  abstract control(): Promise<ControlChannel>
+
+  /**
+   * The resource-limit watch (resource-events.ts) of the cgroup a terminal runs in: the one of
+   * the control channel its probes use, found by the shell's remote pid; without a pid, or for
+   * a pid of no live terminal, the runtime's own control channel.
+   * @returns the watch (it reports nothing when the world has no readable counters).
+   * @throws WorldClosedError after disposal; the world's open errors.
+   */
+  async resourceWatch(pid?: number): Promise<ResourceWatch> {
+    const terminal = pid === undefined ? undefined : [...this.terminals].find(handle => handle.pid === pid)
+    return ResourceWatch.of(terminal?.controlChannel ?? await this.control())
+  }
 
   /** A control channel in `world` for removing the spill directory at disposal. */
   protected abstract disposalControl(world: W): Promise<ControlChannel | undefined>

@@ -248,6 +248,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.done.catch(() => undefined)
   }
 
+  /**
+   * The control channel this terminal's probes use (the same uid, container or login session
+   * as the shell): its cgroup is the shell's (resource-events.ts).
+   */
+  get controlChannel(): ControlChannel {
+    return this.control
+  }
+
   /** @inheritdoc */
   write(data: string): Promise<void> {
     if (this.exited) return Promise.reject(new Error('terminal process has exited'))
