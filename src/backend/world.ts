@@ -73,7 +73,7 @@ export interface WorldSendResult extends TerminalSendResult {
   /**
    * OOM kills and refused forks counted while the send ran, e.g.
    * `[{ kind: 'oom_kill', count: 1, limitBytes: 268435456 }]`. Absent when nothing was
-   * counted, or the world has no readable cgroup counters (`dsh-remote doctor` says which).
+   * counted, or the world has no readable cgroup counters (`dsh-remote-worlds doctor` says which).
    * Counted per cgroup: another process of the same container (over SSH, the same login
    * session) hitting the limit during the send is reported too.
    */

@@ -1,5 +1,5 @@
 /**
- * `dsh-remote demo`: a short real agent session in a throwaway container, as a transcript.
+ * `dsh-remote-worlds demo`: a short real agent session in a throwaway container, as a transcript.
  * @module dsh-remote-worlds/cli/demo
  */
 import Docker from 'dockerode'
@@ -35,7 +35,7 @@ jobs
  */
 export async function runDemo(write: (text: string) => void, image = DEFAULT_IMAGE): Promise<boolean> {
   const target = resolveTarget({ image, user: 'agent', cwd: '/tmp' })
-  write(`dsh-remote demo: preparing the Docker engine and ${image} ...\n`)
+  write(`dsh-remote-worlds demo: preparing the Docker engine and ${image} ...\n`)
   await target.prepare()
   const openedAt = performance.now()
   const world = await openWorld({ ...target.world })

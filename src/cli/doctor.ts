@@ -1,5 +1,5 @@
 /**
- * `dsh-remote doctor`: what this world can PROVE, each fact checked for real on a scratch
+ * `dsh-remote-worlds doctor`: what this world can PROVE, each fact checked for real on a scratch
  * terminal, with the reason where something is not provable.
  * @module dsh-remote-worlds/cli/doctor
  */
@@ -232,5 +232,5 @@ export function managedSandboxReport(report: WorldSandboxReport, currentMode: st
 
 /** Render findings for humans. */
 export function formatChecks(description: string, checks: readonly DoctorCheck[]): string {
-  return [`dsh-remote doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(18)} ${check.detail}`)].join('\n')
+  return [`dsh-remote-worlds doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(18)} ${check.detail}`)].join('\n')
 }

@@ -40,7 +40,7 @@ export async function withWorld<T>(target: Target, body: (world: RemoteWorld) =>
       await world.dispose()
     } catch (cleanupError) {
       if (!failed) throw cleanupError
-      process.stderr.write(`dsh-remote: cleanup after the failure also failed: ${describeError(cleanupError)}\n`)
+      process.stderr.write(`dsh-remote-worlds: cleanup after the failure also failed: ${describeError(cleanupError)}\n`)
     }
   }
 }
@@ -61,7 +61,7 @@ export function installSignalTeardown(): void {
     process.on(signal, () => {
       if (closing) return
       closing = true
-      process.stderr.write(`\ndsh-remote: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
+      process.stderr.write(`\ndsh-remote-worlds: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
       const teardown = Promise.allSettled([...openWorlds].map(world => world.dispose()))
       void Promise.race([teardown, delay(SIGNAL_TEARDOWN_MS)]).then(() => process.exit(128 + numbers[signal]!))
     })

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `dsh-remote`: persistent, interruptible agent shells in containers and on remote hosts.
+ * `dsh-remote-worlds`: persistent, interruptible agent shells in containers and on remote hosts.
  *   demo                   a short real agent session in a throwaway container (the default)
  *   shell                  interactive: each line is a send; Ctrl-C cancels with a real SIGINT
  *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG)
@@ -40,7 +40,7 @@ function targetOptions(command: Command): Command {
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
 async function warnUnowned(world: RemoteWorld): Promise<void> {
   const gap = ownershipGap(world, (await controlledRuntime(world).control()).info.uid)
-  if (gap !== undefined) process.stderr.write(`dsh-remote: WARNING: ${gap}\n`)
+  if (gap !== undefined) process.stderr.write(`dsh-remote-worlds: WARNING: ${gap}\n`)
 }
 
 async function readScript(source: string): Promise<string> {
@@ -51,7 +51,7 @@ async function readScript(source: string): Promise<string> {
 }
 
 const program = new Command()
-  .name('dsh-remote')
+  .name('dsh-remote-worlds')
   .description('Persistent, interruptible agent shells in containers and on remote hosts (DeepSeek Harness subprocess seam).')
   .showHelpAfterError()
   // Usage errors are errors (exit 2), not "something is left" (exit 1); subcommands inherit this.
@@ -136,7 +136,7 @@ installSignalTeardown()
 program.parseAsync(process.argv).catch((error: unknown) => {
   // commander printed the usage error (or the help) already.
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2)
-  process.stderr.write(`dsh-remote: ${describeError(error)}\n`)
+  process.stderr.write(`dsh-remote-worlds: ${describeError(error)}\n`)
   // A world whose teardown failed (e.g. a paused container) may still hold sockets open;
   // the error is reported and the world's state named in it, so the CLI ends here.
   process.exit(2)

@@ -1,5 +1,5 @@
 /**
- * Executing scripts against a terminal: `dsh-remote run` and the demo share this.
+ * Executing scripts against a terminal: `dsh-remote-worlds run` and the demo share this.
  * @module dsh-remote-worlds/cli/run
  */
 import type { TerminalSessionStatus, TerminalWaitReason } from '@deepseek-ai/dsh-terminal'

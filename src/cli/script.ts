@@ -1,5 +1,5 @@
 /**
- * The `dsh-remote run --script` format: one send per line.
+ * The `dsh-remote-worlds run --script` format: one send per line.
  *   TEXT                    send TEXT and Enter
  *   @raw TEXT               send TEXT without Enter
  *   @cancel-after MS TEXT   send TEXT and Enter, cancel the send after MS ms (a real SIGINT)

@@ -1,5 +1,5 @@
 /**
- * `dsh-remote shell`: an interactive persistent shell. Each line typed is one send; its output
+ * `dsh-remote-worlds shell`: an interactive persistent shell. Each line typed is one send; its output
  * streams as it arrives; Ctrl-C cancels the active send with a real SIGINT to the remote
  * foreground group; each send ends with its wait reason and time.
  * @module dsh-remote-worlds/cli/shell

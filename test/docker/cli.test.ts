@@ -1,5 +1,5 @@
 /**
- * The `dsh-remote` CLI end to end: `doctor` attached to an existing container proves every
+ * The `dsh-remote-worlds` CLI end to end: `doctor` attached to an existing container proves every
  * readiness and teardown fact as root and as the non-root user; `demo` runs a session in a
  * throwaway container, proves nothing is left, and removes the container; bad targets fail
  * with a typed error and exit code 2.
@@ -38,20 +38,27 @@ afterAll(async () => {
   await container?.remove({ force: true })
 })
 
-describe.each(['agent', 'root'])('dsh-remote doctor --docker CONTAINER --user %s', user => {
-  it('proves pid publication, foreground probing, exact stdin-wait, signal delivery and teardown', async () => {
+describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --user %s', user => {
+  it('proves pid publication, foreground probing, exact stdin-wait (fd 0 and /dev/tty), signal delivery and teardown, and names the locale and HOME', async () => {
     const { code, stdout } = await cli(['doctor', '--docker', container.id, '--user', user, '--cwd', '/tmp', '--json'])
     const report = JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[] }
     expect(report.checks.map(check => [check.name, check.ok])).toEqual([
       ['control channel', true],
       ['session ownership', true],
       ['resource events', true],
+      ['locale', true],
+      ['home', true],
       ['pid publication', true],
       ['foreground probing', true],
       ['exact stdin-wait', true],
       ['signal delivery', true],
+      ['terminal reads beyond fd 0', true],
       ['teardown proof', true],
     ])
+    const detail = (name: string): string | undefined => report.checks.find(check => check.name === name)?.detail
+    expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
+    expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)
+    expect(detail('terminal reads beyond fd 0')).toMatch(/^a read of \/dev\/tty on fd 3 \(group \d+\) is proven too/)
     expect(report.checks[0]!.detail).toContain(`uid ${user === 'root' ? 0 : 1000}, arch x86_64`)
     // This machine's kernel keeps memory and pids in cgroup v1; the container sets no limits.
     expect(report.checks[2]!.detail).toBe('cgroup v1: watching /sys/fs/cgroup/memory/memory.oom_control (oom_kill) and /sys/fs/cgroup/pids/pids.events (max); no memory limit, no pids limit')
@@ -59,7 +66,18 @@ describe.each(['agent', 'root'])('dsh-remote doctor --docker CONTAINER --user %s
   }, 60_000)
 })
 
-describe('dsh-remote run in a container with a 256 MiB memory limit', () => {
+describe('dsh-remote-worlds doctor --docker CONTAINER --user 4242:4242 --locale off', () => {
+  it('names the private HOME of a uid without a passwd entry, and the locale left as the world has it', async () => {
+    const { code, stdout } = await cli(['doctor', '--docker', container.id, '--user', '4242:4242', '--locale', 'off', '--cwd', '/tmp', '--json'])
+    const report = JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[] }
+    const check = (name: string): { ok: boolean; detail: string } | undefined => report.checks.map(({ ok, detail, name: found }) => found === name ? { ok, detail } : undefined).find(found => found !== undefined)
+    expect(check('home')).toEqual({ ok: true, detail: 'uid 4242 has no passwd entry: HOME=/tmp/dsh-remote-home-4242, a private directory made for it (the world\'s HOME=/ is not writable for dotfiles)' })
+    expect(check('locale')).toEqual({ ok: true, detail: 'locale setting off: the world\'s environment is kept as it is' })
+    expect(code).toBe(0)
+  }, 60_000)
+})
+
+describe('dsh-remote-worlds run in a container with a 256 MiB memory limit', () => {
   let limited: Docker.Container
   const script = join(tmpdir(), `dsh-remote-oom-${process.pid}.txt`)
 
@@ -95,7 +113,7 @@ describe('dsh-remote run in a container with a 256 MiB memory limit', () => {
   }, 60_000)
 })
 
-describe('dsh-remote demo', () => {
+describe('dsh-remote-worlds demo', () => {
   it('runs a session in a throwaway container, leaves nothing running and removes the container', async () => {
     const { code, stdout } = await cli(['demo'])
     expect(stdout).toContain('nothing of the session is left')
@@ -108,7 +126,7 @@ describe('dsh-remote demo', () => {
   }, 120_000)
 })
 
-describe('dsh-remote interrupted', () => {
+describe('dsh-remote-worlds interrupted', () => {
   it('closes its world on SIGINT: the managed container is removed and the exit status is 130', async () => {
     const managed = async (): Promise<string[]> => (await docker.listContainers({ all: true, filters: { label: ['dsh-remote-worlds.managed=true'] } })).map(info => info.Id)
     const before = new Set(await managed())
@@ -128,7 +146,7 @@ describe('dsh-remote interrupted', () => {
   }, 90_000)
 })
 
-describe('dsh-remote sandbox flags', () => {
+describe('dsh-remote-worlds sandbox flags', () => {
   it('refuses a confined mode in a managed container without a workspace, naming the fix', async () => {
     const { code, stderr } = await cli(['run', '--mode', 'read-only', '--script', 'test/fixtures/agent-session-basic.txt'])
     expect(stderr).toContain('InvalidArgumentError [INVALID_ARGUMENT]: --mode read-only in a managed container needs --workspace HOST_DIR')
@@ -142,7 +160,7 @@ describe('dsh-remote sandbox flags', () => {
   })
 })
 
-describe('dsh-remote with a bad target', () => {
+describe('dsh-remote-worlds with a bad target', () => {
   it('names the typed error and exits 2 for an unknown container', async () => {
     const { code, stderr } = await cli(['run', '--docker', 'dsh-remote-no-such-container', '--script', 'test/fixtures/agent-session-basic.txt'])
     expect(stderr).toContain('TargetNotFoundError [TARGET_NOT_FOUND]')
@@ -151,21 +169,21 @@ describe('dsh-remote with a bad target', () => {
 
   it('says only what is true of an image that does not exist (no "no such container")', async () => {
     const { code, stderr } = await cli(['run', '--image', 'dsh-remote-no-such-image:1', '--script', 'test/fixtures/agent-session-basic.txt'])
-    expect(stderr).toBe('dsh-remote: TargetNotFoundError [TARGET_NOT_FOUND]: docker image dsh-remote-no-such-image:1 does not exist locally (the engine says: No such image: dsh-remote-no-such-image:1); build it (docker/ensure-world.sh builds the project image) or pull it\n')
+    expect(stderr).toBe('dsh-remote-worlds: TargetNotFoundError [TARGET_NOT_FOUND]: docker image dsh-remote-no-such-image:1 does not exist locally (the engine says: No such image: dsh-remote-no-such-image:1); build it (docker/ensure-world.sh builds the project image) or pull it\n')
     expect(code).toBe(2)
   }, 60_000)
 
   it('leads a refused sandbox mode with the world\'s own reason, not upstream\'s advice for local hosts', async () => {
     const { code, stderr } = await cli(['run', '--docker', container.id, '--user', 'agent', '--mode', 'read-only', '--workspace', '/tmp', '--script', 'test/fixtures/agent-session-basic.txt'])
-    const line = stderr.split('\n').find(text => text.startsWith('dsh-remote: '))!
-    expect(line).toMatch(/^dsh-remote: SandboxUnavailableError \[SANDBOX_UNAVAILABLE\]: docker container [0-9a-f]{12}/)
+    const line = stderr.split('\n').find(text => text.startsWith('dsh-remote-worlds: '))!
+    expect(line).toMatch(/^dsh-remote-worlds: SandboxUnavailableError \[SANDBOX_UNAVAILABLE\]: docker container [0-9a-f]{12}/)
     expect(line.endsWith('(sandbox mode read-only cannot be enforced there, so nothing was started; use a world that enforces it, or danger-full-access)')).toBe(true)
     expect(line).not.toContain('Landlock')
     expect(code).toBe(2)
   }, 60_000)
 })
 
-describe('dsh-remote usage errors', () => {
+describe('dsh-remote-worlds usage errors', () => {
   it.each([
     ['an unknown option', ['run', '--no-such-option', '--script', '-']],
     ['a bad --mode', ['run', '--mode', 'wide-open', '--script', '-']],
@@ -177,7 +195,7 @@ describe('dsh-remote usage errors', () => {
   })
 })
 
-describe('dsh-remote doctor on a managed container', () => {
+describe('dsh-remote-worlds doctor on a managed container', () => {
   it('says what a confined mode needs (a workspace) instead of "not available"', async () => {
     const { stdout } = await cli(['doctor'])
     expect(stdout).toContain('read-only: available with --mode read-only --workspace HOST_DIR (a managed container is then created from that mode\'s policy, with the folder at /workspace; this one was created for danger-full-access)')

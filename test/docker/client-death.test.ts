@@ -88,7 +88,7 @@ describe('an ownership registry another user made first', () => {
       run.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
       run.stdout.resume()
       await once(run, 'exit')
-      expect(stderr).toContain(`dsh-remote: WARNING: ${reason}\n`)
+      expect(stderr).toContain(`dsh-remote-worlds: WARNING: ${reason}\n`)
     } finally {
       await squatted.remove({ force: true })
     }
@@ -142,7 +142,7 @@ describe('Ctrl-C of the README invocation (npx tsx src/cli/main.ts)', () => {
       const closed = once(child, 'close')
       process.kill(-child.pid!, 'SIGINT')
       await closed
-      expect(stderr).toContain('dsh-remote: SIGINT: closing 1 world(s) ...')
+      expect(stderr).toContain('dsh-remote-worlds: SIGINT: closing 1 world(s) ...')
       expect(stderr).not.toContain('Killed')
       await expect(docker.getContainer(ours[0]!.Id).inspect()).rejects.toMatchObject({ statusCode: 404 })
     }

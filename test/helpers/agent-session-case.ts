@@ -1,6 +1,6 @@
 /**
  * The agent-session-basic case (test/fixtures, a copy of ../shared/cases) through the real
- * `dsh-remote run --json` CLI, and its checks, shared by every world: each step must settle with
+ * `dsh-remote-worlds run --json` CLI, and its checks, shared by every world: each step must settle with
  * a wait reason the case allows and print what the case requires; after the session no process
  * of it may be left in the world.
  */
@@ -11,7 +11,7 @@ import { promisify } from 'node:util'
 import { expect } from 'vitest'
 
 interface Expectation { i: number; wait?: string[]; contains?: string; not_contains?: string; signal?: boolean; max_ms?: number; min_ms?: number }
-/** One `--json` record of `dsh-remote run`. */
+/** One `--json` record of `dsh-remote-worlds run`. */
 export interface StepRecord { i: number; text: string; waitReason?: string; output?: string; signal?: string; targetPgid?: number; sessionStatus?: { kind: string; exitCode?: number | null }; ms: number }
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -19,7 +19,7 @@ const script = fileURLToPath(new URL('../fixtures/agent-session-basic.txt', impo
 const expectations = JSON.parse(readFileSync(new URL('../fixtures/agent-session-basic.expect.json', import.meta.url), 'utf8')) as Expectation[]
 
 /**
- * Run the case with `dsh-remote run --script CASE --json` plus the target flags.
+ * Run the case with `dsh-remote-worlds run --script CASE --json` plus the target flags.
  * @param targetArgs - e.g. `['--user', 'agent', '--cwd', '/tmp']` or `['--ssh', 'agent@127.0.0.1:2222', ...]`.
  */
 export async function runAgentSessionCase(targetArgs: readonly string[]): Promise<{ records: StepRecord[]; stderr: string }> {

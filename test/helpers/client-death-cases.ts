@@ -67,7 +67,7 @@ export async function killHard(child: ChildProcessWithoutNullStreams): Promise<v
   await exited
 }
 
-/** `dsh-remote doctor --json` on the world (it lists leftovers; it never reaps them). */
+/** `dsh-remote-worlds doctor --json` on the world (it lists leftovers; it never reaps them). */
 async function doctor(flags: readonly string[], extra: readonly string[] = []): Promise<{ leftovers: { sessions: { client: string; processes: { pid: number }[] }[]; reaped: boolean; gaps: string[] } }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'doctor', ...flags, '--cwd', '/tmp', '--json', ...extra], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''

@@ -101,6 +101,14 @@ describe('the packed tarball', () => {
     expect(Date.now() - started).toBeLessThan(60_000)
   }, 150_000)
 
+  it('installs its command as dsh-remote-worlds only (dsh-remote belongs to other npm packages)', async () => {
+    const bin = readdirSync(join(project, 'node_modules', '.bin'))
+    expect(bin.filter(name => name.startsWith('dsh-remote'))).toEqual(['dsh-remote-worlds'])
+    // Through this Node 22 (the bin's `#!/usr/bin/env node` may find an older system Node).
+    const { stdout } = await run(process.execPath, [join(project, 'node_modules', '.bin', 'dsh-remote-worlds'), '--help'], { cwd: project })
+    expect(stdout).toMatch(/^Usage: dsh-remote-worlds \[options\] \[command\]\n/)
+  })
+
   it('fails at import on a Node older than 22.19, naming the required version', async () => {
     // A preload that makes this Node report an older version, as Node 20 would.
     writeFileSync(join(project, 'old-node.mjs'), "Object.defineProperty(process, 'versions', { value: { ...process.versions, node: '20.20.2' } })\n")

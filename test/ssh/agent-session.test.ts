@@ -1,6 +1,6 @@
 /**
  * The agent-session-basic case (test/fixtures, a copy of ../shared/cases) through the real
- * `dsh-remote run --ssh USER@127.0.0.1:PORT --identity KEY --known-hosts FILE --json` CLI against
+ * `dsh-remote-worlds run --ssh USER@127.0.0.1:PORT --identity KEY --known-hosts FILE --json` CLI against
  * a real OpenSSH sshd, as the non-root user and as root; after the session nothing of it is left
  * on the host (the CLI's /proc scan, and a `docker exec` ps of the sshd container).
  */
@@ -18,7 +18,7 @@ afterAll(async () => {
   await sshd?.stop()
 })
 
-describe.each(['agent', 'root'])('agent-session-basic as %s through dsh-remote run --ssh', user => {
+describe.each(['agent', 'root'])('agent-session-basic as %s through dsh-remote-worlds run --ssh', user => {
   it('settles every step as the case expects and leaves nothing running', async () => {
     const { records, stderr } = await runAgentSessionCase(['--ssh', `${user}@127.0.0.1:${sshd.ports[0]}`, '--identity', sshd.clientKeyFile, '--known-hosts', sshd.knownHostsFile, '--cwd', '/tmp'])
     checkAgentSessionCase(records, stderr)

@@ -47,7 +47,7 @@ export const DockerRuntimeConfig = z.object({
   /**
    * End what clients that died left running in the container (their tagged sessions, see
    * remote/ownership.ts) when this client first connects as a user. Default true; off lists
-   * them without ending them (`dsh-remote doctor`).
+   * them without ending them (`dsh-remote-worlds doctor`).
    */
   reapOrphans: z.boolean().optional(),
 }).strict().refine(config => (config.container === undefined) !== (config.image === undefined), {

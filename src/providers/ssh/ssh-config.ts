@@ -53,7 +53,7 @@ export const SshRuntimeConfig = z.object({
   /**
    * End what clients that died left running on the host (their tagged sessions, see
    * remote/ownership.ts) when this client first connects. Default true; off lists them without
-   * ending them (`dsh-remote doctor`).
+   * ending them (`dsh-remote-worlds doctor`).
    */
   reapOrphans: z.boolean().optional(),
 }).strict()
