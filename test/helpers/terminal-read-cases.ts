@@ -81,6 +81,21 @@ export function terminalReadCases(open: OpenTestWorld): void {
     expect(terminal.read(0, 500).text).toContain('Aborting commit due to empty commit message')
   })
 
+  withTerminal('git\'s credential prompt and ssh-keygen\'s passphrase prompt (both open /dev/tty; stdin is a pipe or unused) settle stdin_read', async terminal => {
+    const user = await expectStdinRead(terminal, `printf 'protocol=https\\nhost=example.invalid\\n\\n' | git credential fill`)
+    expect(user.viewport).toContain("Username for 'https://example.invalid':")
+    const password = await expectStdinRead(terminal, 'someone')
+    expect(password.viewport).toContain("Password for 'https://someone@example.invalid':")
+    const filled = await expectStdinRead(terminal, 's3cret')
+    expect(filled.viewport).toContain('username=someone')
+    expect(filled.viewport).toContain('password=s3cret')
+    const asked = await expectStdinRead(terminal, 'ssh-keygen -q -t ed25519 -f "$(mktemp -u)"')
+    expect(asked.viewport).toContain('Enter passphrase')
+    const again = await expectStdinRead(terminal, '')
+    expect(again.viewport).toContain('Enter same passphrase again')
+    await expectStdinRead(terminal, '')
+  })
+
   withTerminal('sleep, a pipe reader, a socket reader and a reader of ANOTHER tty are never proven waiting', async terminal => {
     for (const text of [
       'sleep 3.5',
