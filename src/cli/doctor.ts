@@ -59,13 +59,15 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
   checks.push({ name: 'resource events', ok: resources.watched, detail: resourceWatchDetail(resources) })
 
   const environment = await runtime.userEnvironment()
-  checks.push({ name: 'locale', ok: environment.locale.source !== 'none', detail: environment.locale.reason })
+  checks.push({ name: 'locale', ok: environment.locale.effective, detail: environment.locale.reason })
   checks.push({
     name: 'home',
     ok: environment.ambient.HOME !== undefined && environment.ambient.HOME !== '/',
     detail: environment.privateHome !== undefined
       ? `uid ${control.info.uid} has no passwd entry: HOME=${environment.privateHome}, a private directory made for it (the world's HOME=${control.info.home ?? '(unset)'} is not writable for dotfiles)`
-      : `HOME=${environment.ambient.HOME ?? '(unset)'}`,
+      : environment.refusedHome !== undefined
+        ? `HOME=${environment.ambient.HOME ?? '(unset)'}: uid ${control.info.uid} has no passwd entry, and ${environment.refusedHome} is not a directory of its own (another user's, a symlink, or not a directory), so no private HOME was made`
+        : `HOME=${environment.ambient.HOME ?? '(unset)'}`,
   })
 
   let terminal: SubprocessTerminalHandle | undefined
@@ -232,5 +234,5 @@ export function managedSandboxReport(report: WorldSandboxReport, currentMode: st
 
 /** Render findings for humans. */
 export function formatChecks(description: string, checks: readonly DoctorCheck[]): string {
-  return [`dsh-remote-worlds doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(18)} ${check.detail}`)].join('\n')
+  return [`dsh-remote-worlds doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(26)} ${check.detail}`)].join('\n')
 }

@@ -82,7 +82,7 @@ targetOptions(program.command('shell'))
 targetOptions(program.command('run'))
   .description('run a script, one send per line')
   .requiredOption('--script <file>', 'script file, or - for stdin')
-  .option('--json', 'print one JSON object per send: text, waitReason, sessionStatus, output, ms')
+  .option('--json', 'print one JSON object per step: i, line, text, waitReason, sessionStatus, output, truncated, ms, and events when the world counted a resource-limit kill')
   .action(async (flags: TargetFlags & { script: string; json?: boolean }) => {
     const steps = parseScript(await readScript(flags.script))
     const target = resolveTarget(flags)

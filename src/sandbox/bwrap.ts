@@ -33,14 +33,28 @@ function within(path: string, dir: string): boolean {
   return dir === '/' || path === dir || path.startsWith(`${dir}/`)
 }
 
+/** How the sandboxed processes are tied to bwrap's parent (see {@link bwrapProfileArgs}). */
+export interface BwrapLifetime {
+  /**
+   * `--die-with-parent` (default true): bwrap, and so everything in its pid namespace, gets
+   * SIGKILL when bwrap's parent exits (PR_SET_PDEATHSIG, prctl(2)). Right where the parent
+   * lives as long as the session (an SSH login: a lost connection ends the sandbox). Wrong for
+   * a `docker exec`, whose parent is the short-lived `runc exec`: when bwrap sets the signal
+   * before runc has exited (under load), runc's exiting threads SIGKILL it; seen as exit 137 of
+   * about a third of wrapped shells with the CPU saturated, with signal_generate tracing naming
+   * runc threads as the senders.
+   */
+  dieWithParent?: boolean | undefined
+}
+
 /**
  * bwrap arguments (before `--` and the command) expressing `policy`.
  * @throws Error for a relative workspace root.
  */
-export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }): string[] {
+export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp']
   if (policy.mode === 'workspace-write') args.push('--bind', root, root)
   else if (within(root, '/tmp')) args.push('--ro-bind', root, root)
   return args
@@ -148,6 +162,11 @@ export interface BubblewrapSandboxConfig {
   probe: BwrapProbe
   /** Workspace root reports use when none is given. */
   workspaceRoot: string
+  /**
+   * `--die-with-parent` in the profile (default true; see {@link BwrapLifetime}). Set false in
+   * a Docker world: there bwrap's parent is `runc exec`, which exits as soon as the exec started.
+   */
+  dieWithParent?: boolean | undefined
 }
 
 /**
@@ -186,7 +205,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       throw new SandboxUnavailableError(policy.mode, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`)
     }
     return {
-      argv: [this.config.probe.path, ...bwrapProfileArgs(policy), '--', ...argv],
+      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }), '--', ...argv],
       enforcement: 'full',
       denialSignatures: BWRAP_DENIAL_SIGNATURES,
       runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,

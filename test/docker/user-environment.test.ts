@@ -8,7 +8,7 @@ import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { DockerWorld } from '../../src/providers/docker/docker-world.ts'
 import { localeLines, spawnedOutput, withCallerLang } from '../helpers/user-environment-cases.ts'
-import { IMAGE, docker } from './helpers.ts'
+import { IMAGE, docker, execIn } from './helpers.ts'
 
 let shared: DockerWorld
 let noLocale: DockerWorld
@@ -44,6 +44,30 @@ describe('HOME of a user without a passwd entry (--user 4242:4242)', () => {
     }
   }, 30_000)
 
+  it('is never a path another user planted (a directory of theirs, a symlink), and a directory of its own is made private again', async () => {
+    const planted = await execIn(shared.containerId, ['sh', '-c', [
+      'mkdir -m 777 /tmp/dsh-remote-home-4243 && chown 1000 /tmp/dsh-remote-home-4243',
+      'mkdir -m 700 /tmp/victim-4244 && ln -s /tmp/victim-4244 /tmp/dsh-remote-home-4244',
+      'mkdir -m 777 /tmp/dsh-remote-home-4245 && chown 4245:4245 /tmp/dsh-remote-home-4245',
+    ].join(' && ')])
+    expect(planted.exitCode).toBe(0)
+    for (const uid of [4243, 4244]) {
+      const world = await attach(shared, `${uid}:${uid}`)
+      try {
+        const environment = await (world.runtime as DockerSubprocessRuntime).userEnvironment()
+        expect({ HOME: environment.ambient.HOME, privateHome: environment.privateHome, refusedHome: environment.refusedHome }).toEqual({ HOME: '/', privateHome: undefined, refusedHome: `/tmp/dsh-remote-home-${uid}` })
+      } finally {
+        await world.dispose()
+      }
+    }
+    const own = await attach(shared, '4245:4245')
+    try {
+      expect(await spawnedOutput(own.runtime, 'echo "$HOME"; stat -c %a "$HOME"')).toBe('/tmp/dsh-remote-home-4245\n700\n')
+    } finally {
+      await own.dispose()
+    }
+  }, 30_000)
+
   it('is left as the passwd entry says for a user that has one (agent: /home/agent)', async () => {
     const world = await attach(shared, 'agent')
     try {
@@ -60,7 +84,7 @@ describe('the locale of programs in a container', () => {
     const world = await attach(shared, 'agent')
     try {
       expect(await localeLines(world)).toEqual(['中.txt', '1'])
-      expect((await (world.runtime as DockerSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: undefined, source: 'world', reason: 'the world\'s own LANG=C.UTF-8' })
+      expect((await (world.runtime as DockerSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: undefined, source: 'world', effective: true, reason: 'the world\'s own LANG=C.UTF-8' })
     } finally {
       await world.dispose()
     }

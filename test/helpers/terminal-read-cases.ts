@@ -51,6 +51,16 @@ export function terminalReadCases(open: OpenTestWorld): void {
     expect(shown.viewport).toContain('x=typed-on-fd-3')
   })
 
+  withTerminal('the shell\'s own read -p, and a second line into a cat that was already waiting, settle stdin_read', async terminal => {
+    const asked = await expectStdinRead(terminal, "read -p 'name: ' n")
+    expect(asked.viewport).toContain('name: ')
+    await expectStdinRead(terminal, 'ada')
+    expect((await expectStdinRead(terminal, 'echo "n=$n"')).viewport).toContain('n=ada')
+    await expectStdinRead(terminal, 'cat')
+    expect((await expectStdinRead(terminal, 'first-line')).viewport).toContain('first-line')
+    expect((await expectStdinRead(terminal, 'second-line')).viewport).toContain('second-line')
+  })
+
   withTerminal('less on a file settles stdin_read; q returns to the prompt', async terminal => {
     await expectStdinRead(terminal, 'seq 1 100 > lines.txt')
     // terminal-bash's TERM is dumb: less first asks for RETURN, then shows the page; each of its

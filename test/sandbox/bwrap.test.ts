@@ -42,6 +42,10 @@ describe('bwrapProfileArgs', () => {
     expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/tmpx' })).toEqual(BASE)
   })
 
+  it('leaves out --die-with-parent when asked (a Docker world, where bwrap\'s parent is the short-lived runc exec)', () => {
+    expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/srv/ws' }, { dieWithParent: false })).toEqual(BASE.filter(arg => arg !== '--die-with-parent'))
+  })
+
   it('refuses a relative workspace root', () => {
     expect(() => bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: 'ws' })).toThrow('bwrap profile: the workspace root must be absolute, got "ws"')
   })

@@ -52,7 +52,8 @@ const worlds: Record<string, () => Promise<WrappedWorld>> = {
     await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' })
     const probe = await probeBwrap(async script => execIn(container.id, ['sh', '-c', script], 'agent'), [WORKSPACE])
     expect(probe.usable).toBe(true)
-    await ctx.plugin(BubblewrapSandboxProvider, { where: `docker container ${container.id.slice(0, 12)}`, probe, workspaceRoot: WORKSPACE })
+    // In a Docker world bwrap's parent is the short-lived `runc exec` (see BwrapLifetime).
+    await ctx.plugin(BubblewrapSandboxProvider, { where: `docker container ${container.id.slice(0, 12)}`, probe, workspaceRoot: WORKSPACE, dieWithParent: false })
     return { ctx, containerId: container.id, close: async () => { await ctx.fiber.dispose(); await container.remove() } }
   },
 }

@@ -66,7 +66,7 @@ describe('the locale of programs over SSH (the login names none; sshd accepts no
     try {
       expect(await localeLines(world)).toEqual(['中.txt', '1'])
       expect(await spawnedOutput(world.runtime, "printf 'é' | wc -m; echo \"$LANG\"")).toBe('1\nC.UTF-8\n')
-      expect((await (world.runtime as SshSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', reason: 'LANG=C.UTF-8: the world names no locale' })
+      expect((await (world.runtime as SshSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', effective: true, reason: 'LANG=C.UTF-8: the world names no locale' })
     } finally {
       await world.dispose()
     }
@@ -81,7 +81,7 @@ describe('the locale of programs over SSH (the login names none; sshd accepts no
     }
     const lacks = await withCallerLang('en_US.UTF-8', () => open())
     try {
-      expect((await (lacks.runtime as SshSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', reason: 'LANG=C.UTF-8: the world names no locale and lacks the caller\'s en_US.UTF-8' })
+      expect((await (lacks.runtime as SshSubprocessRuntime).userEnvironment()).locale).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', effective: true, reason: 'LANG=C.UTF-8: the world names no locale and lacks the caller\'s en_US.UTF-8' })
     } finally {
       await lacks.dispose()
     }

@@ -21,29 +21,34 @@ describe('normalizeLocaleName', () => {
 
 describe('chooseLocale', () => {
   it('keeps a world that names its own locale in LC_ALL, LC_CTYPE or LANG', () => {
-    expect(chooseLocale({ LANG: 'C.UTF-8' }, DEBIAN, 'auto', 'en_US.UTF-8')).toEqual({ lang: undefined, source: 'world', reason: 'the world\'s own LANG=C.UTF-8' })
+    expect(chooseLocale({ LANG: 'C.UTF-8' }, DEBIAN, 'auto', 'en_US.UTF-8')).toEqual({ lang: undefined, source: 'world', effective: true, reason: 'the world\'s own LANG=C.UTF-8' })
     expect(chooseLocale({ LC_ALL: 'C' }, DEBIAN, 'auto', undefined).source).toBe('world')
   })
 
   it('treats an empty LANG as none, and prefers the caller\'s UTF-8 LANG when the world has it', () => {
-    expect(chooseLocale({ LANG: '' }, [...DEBIAN, 'en_US.utf8'], 'auto', 'en_US.UTF-8')).toEqual({ lang: 'en_US.UTF-8', source: 'caller', reason: 'LANG=en_US.UTF-8: the caller\'s LANG, which the world has' })
+    expect(chooseLocale({ LANG: '' }, [...DEBIAN, 'en_US.utf8'], 'auto', 'en_US.UTF-8')).toEqual({ lang: 'en_US.UTF-8', source: 'caller', effective: true, reason: 'LANG=en_US.UTF-8: the caller\'s LANG, which the world has' })
   })
 
   it('falls back to C.UTF-8, and to nothing where the world has no UTF-8 locale or cannot say', () => {
-    expect(chooseLocale({}, DEBIAN, 'auto', 'fr_FR.ISO-8859-1')).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', reason: 'LANG=C.UTF-8: the world names no locale' })
-    expect(chooseLocale({}, ['C', 'POSIX'], 'auto', undefined)).toEqual({ lang: undefined, source: 'none', reason: 'the world names no locale and has no UTF-8 one (C, POSIX): programs run in the POSIX locale' })
+    expect(chooseLocale({}, DEBIAN, 'auto', 'fr_FR.ISO-8859-1')).toEqual({ lang: 'C.UTF-8', source: 'c-utf8', effective: true, reason: 'LANG=C.UTF-8: the world names no locale' })
+    expect(chooseLocale({}, ['C', 'POSIX'], 'auto', undefined)).toEqual({ lang: undefined, source: 'none', effective: false, reason: 'the world names no locale and has no UTF-8 one (C, POSIX): programs run in the POSIX locale' })
     expect(chooseLocale({}, undefined, 'auto', undefined).source).toBe('none')
   })
 
+  it('obeys a configured name, saying when the world\'s own LC_ALL or LC_CTYPE overrides it', () => {
+    expect(chooseLocale({ LC_ALL: 'POSIX' }, DEBIAN, 'C.UTF-8', undefined)).toEqual({ lang: 'C.UTF-8', source: 'configured', effective: false, reason: 'LANG=C.UTF-8 as configured (but the world\'s own LC_ALL=POSIX overrides LANG)' })
+    expect(chooseLocale({ LANG: 'C' }, DEBIAN, 'C.UTF-8', undefined)).toEqual({ lang: 'C.UTF-8', source: 'configured', effective: true, reason: 'LANG=C.UTF-8 as configured' })
+  })
+
   it('obeys a configured name (saying when the world lacks it) and off', () => {
-    expect(chooseLocale({ LANG: 'C' }, DEBIAN, 'de_DE.UTF-8', undefined)).toEqual({ lang: 'de_DE.UTF-8', source: 'configured', reason: 'LANG=de_DE.UTF-8 as configured (not in the world\'s `locale -a`: its C library falls back to POSIX)' })
-    expect(chooseLocale({}, DEBIAN, false, 'C.UTF-8')).toEqual({ lang: undefined, source: 'off', reason: 'locale setting off: the world\'s environment is kept as it is' })
+    expect(chooseLocale({ LANG: 'C' }, DEBIAN, 'de_DE.UTF-8', undefined)).toEqual({ lang: 'de_DE.UTF-8', source: 'configured', effective: false, reason: 'LANG=de_DE.UTF-8 as configured (not in the world\'s `locale -a`: its C library falls back to POSIX)' })
+    expect(chooseLocale({}, DEBIAN, false, 'C.UTF-8')).toEqual({ lang: undefined, source: 'off', effective: true, reason: 'locale setting off: the world\'s environment is kept as it is' })
   })
 })
 
 describe('userEnvironment', () => {
   it('adds LANG and, for a uid without a passwd entry, its private HOME over the engine\'s /', () => {
-    const environment = userEnvironment({ HOME: '/', PATH: '/bin' }, { passwdEntry: false, privateHome: '/tmp/dsh-remote-home-4242', locales: DEBIAN }, 'auto', undefined)
+    const environment = userEnvironment({ HOME: '/', PATH: '/bin' }, { passwdEntry: false, privateHome: '/tmp/dsh-remote-home-4242', refusedHome: undefined, locales: DEBIAN }, 'auto', undefined)
     expect(environment.ambient).toEqual({ HOME: '/tmp/dsh-remote-home-4242', PATH: '/bin', LANG: 'C.UTF-8' })
   })
 })

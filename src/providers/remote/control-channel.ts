@@ -344,7 +344,8 @@ export class ControlChannel {
       if (reply[0] !== 'ok' || reply.length !== 4) throw this.unexpected('facts', reply)
       return {
         passwdEntry: reply[1] === '1',
-        privateHome: reply[2] === '-' ? undefined : Buffer.from(reply[2]!, 'hex').toString('utf8'),
+        privateHome: reply[2] === '-' || reply[2]!.startsWith('!') ? undefined : Buffer.from(reply[2]!, 'hex').toString('utf8'),
+        refusedHome: reply[2]!.startsWith('!') ? Buffer.from(reply[2]!.slice(1), 'hex').toString('utf8') : undefined,
         locales: reply[3] === '-' ? undefined : reply[3]!.split(','),
       }
     })

@@ -363,8 +363,9 @@ while IFS= read -r _req; do
       # facts -> ok PASSWD HOME LOCALES (asked once per channel; a few forks):
       # PASSWD 1 when this uid has a passwd entry (getent, else /etc/passwd), 0 when not;
       # HOME (hex): for a uid WITHOUT an entry (a numeric `docker exec --user`, whose HOME the
-      # engine sets to /), the private directory /tmp/dsh-remote-home-UID, made 0700 and trusted
-      # only when it is ours and not a symlink, as owndir; "-" otherwise or when unusable;
+      # engine sets to /), the private directory /tmp/dsh-remote-home-UID, made (or set) 0700 and
+      # trusted only when it is ours and not a symlink, as owndir; "!" then its hex when that path
+      # is unusable (another user's, a symlink, not a directory); "-" for a uid with an entry;
       # LOCALES: `locale -a`, comma-separated; "-" when the world cannot say.
       _pw=0
       if command -v getent >/dev/null; then getent passwd "$_uid" >/dev/null && _pw=1
@@ -373,7 +374,8 @@ while IFS= read -r _req; do
       if [ "$_pw" = 0 ]; then
         _d=/tmp/dsh-remote-home-$_uid
         [ -d "$_d" ] || mkdir -m 700 "$_d"
-        if [ -d "$_d" ] && [ ! -L "$_d" ] && [ -O "$_d" ] && [ -w "$_d" ]; then _ph=$(printf '%s' "$_d" | od -An -v -tx1 | tr -d ' \n'); fi
+        _ph=$(printf '%s' "$_d" | od -An -v -tx1 | tr -d ' \n')
+        if [ -d "$_d" ] && [ ! -L "$_d" ] && [ -O "$_d" ] && chmod 700 "$_d" && [ -w "$_d" ]; then :; else _ph="!$_ph"; fi
       fi
       _lc=$(locale -a </dev/null | tr '\n' ',')
       _lc=${_lc%,}

@@ -50,6 +50,11 @@ export interface WorldUserFacts {
    * (`/tmp/dsh-remote-home-UID`), to stand as HOME; undefined otherwise or when unusable.
    */
   privateHome: string | undefined
+  /**
+   * For a uid without a passwd entry whose private directory is unusable (another user's, a
+   * symlink, not a directory): that path; the world's HOME then stays.
+   */
+  refusedHome: string | undefined
   /** `locale -a` of the world; undefined when it has no `locale` program. */
   locales: readonly string[] | undefined
 }
@@ -73,6 +78,11 @@ export interface LocaleChoice {
    * configured name, `off` (kept as it is on request), or `none` (programs run in POSIX).
    */
   source: 'world' | 'caller' | 'c-utf8' | 'configured' | 'off' | 'none'
+  /**
+   * False when programs do not get what was chosen: no UTF-8 locale at all (`none`), or a
+   * configured name the world lacks or overrides with its own LC_ALL or LC_CTYPE.
+   */
+  effective: boolean
   /** One sentence: what was chosen and why. */
   reason: string
 }
@@ -109,17 +119,20 @@ export function isUtf8Locale(name: string): boolean {
  * @param callerLang - the client's own LANG (only its name is used; nothing else crosses).
  */
 export function chooseLocale(ambient: Readonly<Record<string, string>>, available: readonly string[] | undefined, setting: LocaleSetting, callerLang: string | undefined): LocaleChoice {
-  if (setting === false) return { lang: undefined, source: 'off', reason: 'locale setting off: the world\'s environment is kept as it is' }
+  if (setting === false) return { lang: undefined, source: 'off', effective: true, reason: 'locale setting off: the world\'s environment is kept as it is' }
   const has = (name: string): boolean => available?.some(entry => normalizeLocaleName(entry) === normalizeLocaleName(name)) ?? false
   if (setting !== 'auto') {
-    return { lang: setting, source: 'configured', reason: `LANG=${setting} as configured${available !== undefined && !has(setting) ? ' (not in the world\'s `locale -a`: its C library falls back to POSIX)' : ''}` }
+    const overriding = (['LC_ALL', 'LC_CTYPE'] as const).find(name => (ambient[name] ?? '') !== '')
+    const missing = available !== undefined && !has(setting)
+    const caveat = overriding !== undefined ? ` (but the world's own ${overriding}=${ambient[overriding]} overrides LANG)` : missing ? ' (not in the world\'s `locale -a`: its C library falls back to POSIX)' : ''
+    return { lang: setting, source: 'configured', effective: overriding === undefined && !missing, reason: `LANG=${setting} as configured${caveat}` }
   }
   const own = CTYPE_VARIABLES.find(name => (ambient[name] ?? '') !== '')
-  if (own !== undefined) return { lang: undefined, source: 'world', reason: `the world's own ${own}=${ambient[own]}` }
-  if (available === undefined) return { lang: undefined, source: 'none', reason: 'the world names no locale and has no `locale -a` to choose from: programs run in the POSIX locale' }
-  if (callerLang !== undefined && isUtf8Locale(callerLang) && has(callerLang)) return { lang: callerLang, source: 'caller', reason: `LANG=${callerLang}: the caller's LANG, which the world has` }
-  if (has('C.UTF-8')) return { lang: 'C.UTF-8', source: 'c-utf8', reason: `LANG=C.UTF-8: the world names no locale${callerLang !== undefined && isUtf8Locale(callerLang) ? ` and lacks the caller's ${callerLang}` : ''}` }
-  return { lang: undefined, source: 'none', reason: `the world names no locale and has no UTF-8 one (${available.join(', ')}): programs run in the POSIX locale` }
+  if (own !== undefined) return { lang: undefined, source: 'world', effective: true, reason: `the world's own ${own}=${ambient[own]}` }
+  if (available === undefined) return { lang: undefined, source: 'none', effective: false, reason: 'the world names no locale and has no `locale -a` to choose from: programs run in the POSIX locale' }
+  if (callerLang !== undefined && isUtf8Locale(callerLang) && has(callerLang)) return { lang: callerLang, source: 'caller', effective: true, reason: `LANG=${callerLang}: the caller's LANG, which the world has` }
+  if (has('C.UTF-8')) return { lang: 'C.UTF-8', source: 'c-utf8', effective: true, reason: `LANG=C.UTF-8: the world names no locale${callerLang !== undefined && isUtf8Locale(callerLang) ? ` and lacks the caller's ${callerLang}` : ''}` }
+  return { lang: undefined, source: 'none', effective: false, reason: `the world names no locale and has no UTF-8 one (${available.join(', ')}): programs run in the POSIX locale` }
 }
 
 /** What a world's user environment adds to its ambient variables, and why (for `doctor`). */
@@ -129,6 +142,8 @@ export interface UserEnvironment {
   locale: LocaleChoice
   /** The private HOME given to a uid without a passwd entry, when one was. */
   privateHome: string | undefined
+  /** The private HOME path that could not be used (see {@link WorldUserFacts.refusedHome}). */
+  refusedHome: string | undefined
 }
 
 /**
@@ -147,5 +162,6 @@ export function userEnvironment(ambient: Readonly<Record<string, string>>, facts
     },
     locale,
     privateHome: facts.privateHome,
+    refusedHome: facts.refusedHome,
   }
 }
