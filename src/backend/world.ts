@@ -215,6 +215,9 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
         const events = await watch.eventsSince(await before)
         return events.length > 0 ? { ...result, events } : result
       })
+      // As upstream's own `done`: a send that fails (the world died) before its caller awaits
+      // `done` is not an unhandled rejection; the caller still sees it when it awaits.
+      done.catch(() => undefined)
       return { done, readOutput: () => operation.readOutput(), cancel: () => operation.cancel() }
     }
     return {
