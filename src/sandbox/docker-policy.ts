@@ -103,6 +103,26 @@ export function judgeWorkspaceFolder(path: string): WorkspaceFolderVerdict {
   return stat.uid === 0 ? { kind: 'root-owned' } : { kind: 'owner', user: `${stat.uid}:${stat.gid}` }
 }
 
+/**
+ * The user confined shells run as in a container created for `mode` with `workspace` and no
+ * configured user: the owner of a host-folder workspace when that is not root (so
+ * workspace-write can write there, as the CLI does); undefined otherwise (the default sandbox
+ * user, or the image's user under danger-full-access).
+ * @throws InvalidArgumentError for a missing folder or a file (the engine would create a
+ *   root-owned folder in its place), or a root-owned folder under workspace-write (a confined
+ *   shell never runs as root, so nothing could be written).
+ */
+export function workspaceOwnerUser(workspace: DockerWorkspaceSource | undefined, mode: SandboxMode): string | undefined {
+  const bind = workspace !== undefined && 'bind' in workspace ? workspace.bind : undefined
+  if (bind === undefined || mode === 'danger-full-access') return undefined
+  const folder = judgeWorkspaceFolder(bind)
+  if (folder.kind === 'missing') throw new InvalidArgumentError(`workspace.bind ${bind}: no such host folder`)
+  if (folder.kind === 'not-a-folder') throw new InvalidArgumentError(`workspace.bind ${bind}: not a folder`)
+  if (folder.kind === 'owner') return folder.user
+  if (mode === 'workspace-write') throw new InvalidArgumentError(`workspace.bind ${bind} is owned by root, and confined shells never run as root, so workspace-write could write nothing there: give the folder to the user who should write there (e.g. chown 1000:1000), or configure \`user\` (UID:GID) of a user that may write it`)
+  return undefined
+}
+
 /** True for a user spec that certainly names root (`root`, `0`, `0:…`, `root:…`). */
 export function namesRoot(user: string): boolean {
   const name = user.split(':', 1)[0]

@@ -14,7 +14,7 @@ import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runti
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
 import { DockerWorld } from './docker-world.ts'
-import { dockerCreateOptions, judgeWorkspaceFolder, mergeCreateOptions } from '../../sandbox/docker-policy.ts'
+import { dockerCreateOptions, mergeCreateOptions, workspaceOwnerUser } from '../../sandbox/docker-policy.ts'
 import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
 
 
@@ -26,24 +26,6 @@ export interface DockerRuntimeExtras {
   create?: Docker.ContainerCreateOptions
 }
 
-/**
- * The exec user of a managed container created for a confined mode with a host-folder
- * workspace and no configured user: the folder's owner when that is not root (so
- * workspace-write can write there, as the CLI does); otherwise the default sandbox user.
- * @throws InvalidArgumentError for a missing folder or a file (the engine would create a
- *   root-owned folder in its place), or a root-owned folder under workspace-write (a confined
- *   shell never runs as root, so nothing could be written).
- */
-function managedWorkspaceUser(config: z.output<typeof DockerRuntimeConfig>): string | undefined {
-  const bind = config.workspace !== undefined && 'bind' in config.workspace ? config.workspace.bind : undefined
-  if (bind === undefined || config.policy === undefined || config.policy.mode === 'danger-full-access') return undefined
-  const folder = judgeWorkspaceFolder(bind)
-  if (folder.kind === 'missing') throw new InvalidArgumentError(`workspace.bind ${bind}: no such host folder`)
-  if (folder.kind === 'not-a-folder') throw new InvalidArgumentError(`workspace.bind ${bind}: not a folder`)
-  if (folder.kind === 'owner') return folder.user
-  if (config.policy.mode === 'workspace-write') throw new InvalidArgumentError(`workspace.bind ${bind} is owned by root, and confined shells never run as root, so workspace-write could write nothing there: give the folder to the user who should write there (e.g. chown 1000:1000), or configure \`user\` (UID:GID) of a user that may write it`)
-  return undefined
-}
 
 /**
  * The subprocess seam over a Docker container. `spawnTerminal` runs a PTY exec (`Tty: true`)
@@ -82,7 +64,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     this.extras = extras
     const { policy, image } = parsed
     this.createOptions = policy !== undefined && image !== undefined
-      ? mergeCreateOptions(dockerCreateOptions({ ...policy, workspace: parsed.workspace, user: parsed.user ?? managedWorkspaceUser(parsed), limits: parsed.limits }), extras.create)
+      ? mergeCreateOptions(dockerCreateOptions({ ...policy, workspace: parsed.workspace, user: parsed.user ?? (policy !== undefined ? workspaceOwnerUser(parsed.workspace, policy.mode) : undefined), limits: parsed.limits }), extras.create)
       : extras.create
   }
 

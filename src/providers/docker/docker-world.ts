@@ -31,25 +31,15 @@ import type { SessionOwnership } from '../remote/ownership.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
+import { attachLifeline, lifelineCreateOptions } from './lifeline.ts'
+
+export { LIFELINE_COMMAND } from './lifeline.ts'
 
 /** How long {@link DockerWorld.alive} waits for the control program's ping reply. */
 const ALIVE_PING_BOUND_MS = 5_000
 
 /** Label every managed container carries, so leftovers can be found and removed. */
 export const MANAGED_LABEL = 'dsh-remote-worlds.managed'
-
-/**
- * A managed container's pid 1 (under the engine's init): reads stdin until EOF with shell
- * builtins only, so any image with /bin/sh can carry it (see {@link DockerWorld.open}).
- */
-export const LIFELINE_COMMAND: readonly string[] = ['/bin/sh', '-c', 'while read -r _; do :; done']
-
-/** Let the process exit while `stream` is open (a hijacked socket, or a stream wrapping one). */
-function unrefSocket(stream: Duplex): void {
-  const socket = stream as Duplex & { unref?: () => void; socket?: { unref?: () => void } }
-  if (typeof socket.unref === 'function') socket.unref()
-  else socket.socket?.unref?.()
-}
 
 /** Where a Docker world runs. Exactly one of `container` and `image`. */
 export interface DockerTarget {
@@ -167,14 +157,8 @@ export class DockerWorld {
       container = await docker.createContainer({
         Image: image,
         ...options.create,
-        Entrypoint: [...LIFELINE_COMMAND],
-        Cmd: [],
-        OpenStdin: true,
-        StdinOnce: true,
-        AttachStdin: true,
-        Tty: false,
+        ...lifelineCreateOptions({ Init: true, NetworkMode: 'none', ...options.create?.HostConfig }),
         Labels: { ...options.create?.Labels, [MANAGED_LABEL]: 'true' },
-        HostConfig: { Init: true, NetworkMode: 'none', ...options.create?.HostConfig, AutoRemove: true },
       })
     } catch (error) {
       const mapped = engineError(error, `docker image ${image}`)
@@ -185,9 +169,7 @@ export class DockerWorld {
     }
     let lifeline: Duplex | undefined
     try {
-      lifeline = await container.attach({ stream: true, hijack: true, stdin: true, stdout: false, stderr: false }) as Duplex
-      lifeline.on('error', () => undefined)
-      unrefSocket(lifeline)
+      lifeline = await attachLifeline(container)
       await container.start()
       const info = await container.inspect()
       assertRunning(info, image)

@@ -1,0 +1,155 @@
+/**
+ * `SshdContainer`: a real OpenSSH sshd in the project image, for testing the SSH world. Host
+ * networking with sshd bound to 127.0.0.1 on a free port (never another address), host and
+ * client keys generated per run with ssh2's keygen (no ssh-keygen on the host), a known_hosts
+ * file written for the port, and `sshTarget()` giving `SshSubprocessRuntime`'s config.
+ * @module dsh-remote-worlds/testcontainers/sshd-container
+ */
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Dockerode from 'dockerode'
+import ssh2 from 'ssh2'
+import { AbstractStartedContainer, GenericContainer, type StartedTestContainer, Wait } from 'testcontainers'
+import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
+import { disableRyukWhenAbsent } from './ryuk.ts'
+import { DSH_WORLD_IMAGE } from './world-container.ts'
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+async function freeLoopbackPort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  await new Promise<void>(resolve => server.close(() => resolve()))
+  if (address === null || typeof address === 'string') throw new Error('no free loopback port')
+  return address.port
+}
+
+/**
+ * An sshd to start in a test: `new SshdContainer().withMaxSessions(3).start()`. Logins: `agent`
+ * (the image's user) by default, and root, both with the generated client key.
+ */
+export class SshdContainer extends GenericContainer {
+  private maxSessions = 10
+  private login = 'agent'
+
+  /** @param image - an image with openssh-server (default: the project image). */
+  constructor(image: string = DSH_WORLD_IMAGE) {
+    super(image)
+    this.withNetworkMode('host')
+    this.hostConfig.Init = true
+  }
+
+  /** sshd's `MaxSessions`: channels per connection (OpenSSH default 10). */
+  withMaxSessions(sessions: number): this {
+    this.maxSessions = sessions
+    return this
+  }
+
+  /** The login user `sshTarget()` names (default `agent`); it must exist in the image. */
+  override withUser(user: string): this {
+    this.login = user
+    return this
+  }
+
+  /**
+   * Generate the keys, write the config to a private host folder (bind-mounted read-only),
+   * start sshd and wait until it greets on its port.
+   * @throws testcontainers' errors, and the wait's when sshd does not answer.
+   */
+  override async start(): Promise<StartedSshdContainer> {
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-sshd-'))
+    chmodSync(dir, 0o755)
+    const host = ssh2.utils.generateKeyPairSync('ed25519')
+    const client = ssh2.utils.generateKeyPairSync('ed25519')
+    const port = await freeLoopbackPort()
+    writeFileSync(join(dir, 'ssh_host_ed25519_key'), host.private, { mode: 0o600 })
+    writeFileSync(join(dir, 'authorized_keys'), `${client.public}\n`, { mode: 0o644 })
+    writeFileSync(join(dir, 'sshd_config'), [
+      'ListenAddress 127.0.0.1',
+      `Port ${port}`,
+      'HostKey /etc/dsh-sshd/ssh_host_ed25519_key',
+      'PidFile none',
+      'AuthorizedKeysFile /etc/dsh-sshd/authorized_keys',
+      'StrictModes no',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      'PermitRootLogin prohibit-password',
+      'UseDNS no',
+      'PrintMotd no',
+      `MaxSessions ${this.maxSessions}`,
+      '',
+    ].join('\n'), { mode: 0o644 })
+    const clientKeyFile = join(dir, 'id_ed25519')
+    writeFileSync(clientKeyFile, client.private, { mode: 0o600 })
+    const knownHostsFile = join(dir, 'known_hosts')
+    writeFileSync(knownHostsFile, `[127.0.0.1]:${port} ${host.public}\n`, { mode: 0o644 })
+    this.withBindMounts([{ source: dir, target: '/etc/dsh-sshd', mode: 'ro' }])
+    // Without UsePAM, sshd refuses a key login to an account whose password is locked (`!`, as
+    // useradd leaves it): the logins get `*` (no password login, not locked).
+    this.withCommand(['/bin/sh', '-c', `for login in agent ${this.login}; do usermod -p '*' "$login" 2>/dev/null; done; mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/dsh-sshd/sshd_config`])
+    // Ready when the port greets with an SSH identification line (asked through bash's /dev/tcp
+    // inside the container), never when a log line was seen: a line printed before the
+    // strategy attached could be missed.
+    this.withWaitStrategy(Wait.forSuccessfulCommand(`bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && head -c 7 <&3 | grep -q SSH-2.0'`).withStartupTimeout(30_000))
+    await disableRyukWhenAbsent(new Dockerode())
+    try {
+      const started = await super.start()
+      return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir })
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true })
+      throw error
+    }
+  }
+}
+
+/** What a started sshd offers. */
+interface SshdSettings {
+  port: number
+  login: string
+  clientKeyFile: string
+  knownHostsFile: string
+  dir: string
+}
+
+/** A started sshd: the testcontainers handle plus its target, key and known_hosts. */
+export class StartedSshdContainer extends AbstractStartedContainer {
+  private readonly settings: SshdSettings
+
+  /** @internal Use {@link SshdContainer.start}. */
+  constructor(started: StartedTestContainer, settings: SshdSettings) {
+    super(started)
+    this.settings = settings
+  }
+
+  /** The port sshd listens on, on 127.0.0.1. */
+  get port(): number {
+    return this.settings.port
+  }
+
+  /** The generated client private key file (mode 0600), authorized for every login. */
+  get clientKeyFile(): string {
+    return this.settings.clientKeyFile
+  }
+
+  /** A known_hosts file naming the generated host key for `[127.0.0.1]:PORT`. */
+  get knownHostsFile(): string {
+    return this.settings.knownHostsFile
+  }
+
+  /**
+   * `SshSubprocessRuntime`'s config for this sshd: the target, the client key, the generated
+   * known_hosts, and neither ~/.ssh/config nor ssh-agent (a test sees only this server).
+   * @param user - login user (default: `withUser`'s, else `agent`).
+   */
+  sshTarget(user: string = this.settings.login): SshRuntimeConfig {
+    return { target: `${user}@127.0.0.1:${this.settings.port}`, identity: this.settings.clientKeyFile, knownHosts: this.settings.knownHostsFile, sshConfig: false, agent: false }
+  }
+
+  /** Remove the generated keys with the container. */
+  protected override async containerStopped(): Promise<void> {
+    rmSync(this.settings.dir, { recursive: true, force: true })
+  }
+}

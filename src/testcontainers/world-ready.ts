@@ -1,0 +1,84 @@
+/**
+ * A testcontainers wait strategy that asks the world itself whether it can run a shell, instead
+ * of waiting for a log line. A log-line strategy can miss a line the container printed before
+ * the strategy attached, and a world image has nothing to print: its readiness is a fact of the
+ * world (the engine execs, `/bin/sh` runs, `/proc` is there), so that is what is asked.
+ * @module dsh-remote-worlds/testcontainers/world-ready
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import type Dockerode from 'dockerode'
+import type { BoundPorts, WaitStrategy } from 'testcontainers'
+
+/** The readiness question, as a POSIX sh script; its answer is this exact line. */
+const QUESTION = 'test -r /proc/self/stat && echo dsh-world-ready'
+const ANSWER = 'dsh-world-ready'
+
+/** How often the world is asked while it does not answer yet (ms). */
+const POLL_MS = 50
+
+/** Default bound of the whole wait (ms), as testcontainers' own strategies. */
+const DEFAULT_STARTUP_TIMEOUT_MS = 60_000
+
+/** Run one exec and collect its output (both streams, multiplexed or not: only the answer matters). */
+async function ask(container: Dockerode.Container, user: string | undefined): Promise<{ output: string; exitCode: number | null }> {
+  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', QUESTION], AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  const chunks: Buffer[] = []
+  stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+  await new Promise<void>((resolve, reject) => {
+    stream.once('end', resolve)
+    stream.once('close', resolve)
+    stream.once('error', reject)
+  })
+  const info = await exec.inspect()
+  return { output: Buffer.concat(chunks).toString('latin1'), exitCode: info.ExitCode ?? null }
+}
+
+/**
+ * Ready when an exec of `/bin/sh` in the container, as the world's user, answers the readiness
+ * question. Never reads logs, so a line printed before it attached cannot be missed.
+ */
+export class WorldReadyWaitStrategy implements WaitStrategy {
+  private startupTimeoutMs = DEFAULT_STARTUP_TIMEOUT_MS
+  private startupTimeoutSet = false
+  private readonly user: string | undefined
+
+  /** @param user - exec user of the question (the world's user); default the container's. */
+  constructor(user?: string) {
+    this.user = user
+  }
+
+  /**
+   * Ask until the world answers.
+   * @throws Error naming the last answer (or the engine's error) when the startup timeout passes.
+   */
+  async waitUntilReady(container: Dockerode.Container, _boundPorts: BoundPorts, startTime?: Date): Promise<void> {
+    const deadline = (startTime?.getTime() ?? Date.now()) + this.startupTimeoutMs
+    let last = 'no answer'
+    for (;;) {
+      try {
+        const { output, exitCode } = await ask(container, this.user)
+        if (exitCode === 0 && output.includes(ANSWER)) return
+        last = `exit ${exitCode}: ${JSON.stringify(output.slice(-200))}`
+      } catch (error) {
+        last = (error as Error).message
+      }
+      if (Date.now() >= deadline) throw new Error(`the world in container ${container.id.slice(0, 12)} did not answer within ${this.startupTimeoutMs} ms that it can run /bin/sh (last: ${last})`)
+      await delay(POLL_MS)
+    }
+  }
+
+  withStartupTimeout(startupTimeoutMs: number): this {
+    this.startupTimeoutMs = startupTimeoutMs
+    this.startupTimeoutSet = true
+    return this
+  }
+
+  isStartupTimeoutSet(): boolean {
+    return this.startupTimeoutSet
+  }
+
+  getStartupTimeout(): number {
+    return this.startupTimeoutMs
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * DshWorldContainer and SshdContainer (src/testcontainers) against the real engine: the managed
+ * world's sandbox mapping, the runtime config for a composition of one's own, removal when the
+ * test process dies with Ryuk off, readiness asked of the world, concurrent starts of one
+ * reusable container from two processes, and an sshd for the SSH world.
+ */
+import { execFile, spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { setTimeout as delay } from 'node:timers/promises'
+import { promisify } from 'node:util'
+import { Context } from '@deepseek-ai/cordis'
+import { describe, expect, it } from 'vitest'
+import { openWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { LIFELINE_COMMAND } from '../../src/providers/docker/lifeline.ts'
+import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { dockerCreateOptions } from '../../src/sandbox/docker-policy.ts'
+import { DshWorldContainer, SshdContainer } from '../../src/testcontainers/index.ts'
+import { docker } from '../docker/helpers.ts'
+
+const run = promisify(execFile)
+const FIXTURE = new URL('./fixtures/start-world.ts', import.meta.url).pathname
+const TEST_RUN_LABEL = 'dsh-remote-worlds.test-run'
+
+async function containersLabelled(label: string): Promise<string[]> {
+  return (await docker.listContainers({ all: true, filters: { label: [`${TEST_RUN_LABEL}=${label}`] } })).map(info => info.Id)
+}
+
+describe('DshWorldContainer', () => {
+  it('read-only: the managed world\'s HostConfig, field for field, and a world whose report names the mode', async () => {
+    const container = await new DshWorldContainer().withUser('1000:1000').withSandbox({ mode: 'read-only', workspaceRoot: '/srv' }).start()
+    try {
+      const info = await docker.getContainer(container.getId()).inspect()
+      const expected = dockerCreateOptions({ mode: 'read-only', workspaceRoot: '/srv', user: '1000:1000' })
+      const fields = ['ReadonlyRootfs', 'Tmpfs', 'CapDrop', 'SecurityOpt', 'NetworkMode', 'Init', 'PidsLimit', 'Memory', 'MemorySwap', 'NanoCpus'] as const
+      expect(Object.fromEntries(fields.map(field => [field, info.HostConfig[field as keyof typeof info.HostConfig]]))).toEqual(Object.fromEntries(fields.map(field => [field, expected.HostConfig![field as keyof typeof expected.HostConfig]])))
+      expect({ user: info.Config.User, entrypoint: info.Config.Entrypoint, autoRemove: info.HostConfig.AutoRemove }).toEqual({ user: '1000:1000', entrypoint: [...LIFELINE_COMMAND], autoRemove: true })
+      const world = await container.openWorld()
+      try {
+        const shell = await world.open()
+        const result = await shell.send('id -u; touch /srv/x 2>&1; touch /tmp/x && echo tmp-ok')
+        expect(result.viewport.split('\n').slice(1, -1)).toEqual(['1000', "touch: cannot touch '/srv/x': Read-only file system", 'tmp-ok'])
+        await shell.close()
+      } finally {
+        await world.dispose()
+      }
+    } finally {
+      await container.stop()
+    }
+  })
+
+  it('runtimeConfig() mounts DockerSubprocessRuntime in a composition of one\'s own', async () => {
+    const container = await new DshWorldContainer().withUser('agent').start()
+    const ctx = new Context()
+    try {
+      expect(container.runtimeConfig()).toEqual({ container: container.getId(), user: 'agent' })
+      await ctx.plugin(DockerSubprocessRuntime, container.runtimeConfig())
+      const handle = ctx.subprocess.spawn({ argv: ['id', '-un'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: { maxBytes: 1024 }, stderr: { maxBytes: 1024 } }, graceMs: 500 })
+      expect(await handle.done).toEqual({ exitCode: 0, signal: null })
+      expect(handle.collected.stdout!.readFrom(0).text).toBe('agent\n')
+    } finally {
+      await ctx.fiber.dispose()
+      await container.stop()
+    }
+  })
+
+  it('is removed when the test process dies by SIGKILL, with Ryuk off (its lifeline)', async () => {
+    const label = randomUUID()
+    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'hold', label], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const id = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
+      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its container`)))
+    })
+    expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
+    child.kill('SIGKILL')
+    let left = await containersLabelled(label)
+    for (let waited = 0; left.length > 0 && waited < 15_000; waited += 100) {
+      await delay(100)
+      left = await containersLabelled(label)
+    }
+    expect(left).toEqual([])
+  })
+
+  it('two processes starting the same reusable container at once get one container', async () => {
+    const label = randomUUID()
+    try {
+      const starts = await Promise.all([0, 1].map(() => run(process.execPath, ['--import', 'tsx', FIXTURE, 'reuse', label], { timeout: 120_000 })))
+      const ids = starts.map(({ stdout }) => stdout.trim())
+      expect(ids[0]).toMatch(/^[0-9a-f]{64}$/)
+      expect(ids[1]).toBe(ids[0])
+      expect(await containersLabelled(label)).toEqual([ids[0]])
+    } finally {
+      for (const id of await containersLabelled(label)) await docker.getContainer(id).remove({ force: true })
+    }
+  })
+})
+
+describe('WorldReadyWaitStrategy', () => {
+  it('asks the world, not its log: a world whose user cannot run a shell fails the start, naming why', async () => {
+    await expect(new DshWorldContainer().withUser('no-such-user').withStartupTimeout(2_000).start()).rejects.toThrow(/did not answer within 2000 ms that it can run \/bin\/sh \(last: .*no-such-user/)
+  })
+})
+
+describe('SshdContainer', () => {
+  it('serves the SSH world on 127.0.0.1 with per-run keys and known_hosts, as the chosen login and MaxSessions', async () => {
+    const sshd = await new SshdContainer().withMaxSessions(2).withUser('root').start()
+    try {
+      const target = sshd.sshTarget()
+      expect(target).toEqual({ target: `root@127.0.0.1:${sshd.port}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false })
+      const world = await openWorld({ runtime: SshSubprocessRuntime, runtimeConfig: target, workspaceRoot: '/tmp' })
+      try {
+        const shells = await Promise.all([world.open(), world.open(), world.open()])
+        const result = await shells[0]!.send('id -un; grep ^MaxSessions /etc/dsh-sshd/sshd_config')
+        expect(result.viewport.split('\n').slice(1, -1)).toEqual(['root', 'MaxSessions 2'])
+        for (const shell of shells) await shell.close()
+      } finally {
+        await world.dispose()
+      }
+      const agent = await openWorld({ runtime: SshSubprocessRuntime, runtimeConfig: sshd.sshTarget('agent'), workspaceRoot: '/tmp' })
+      try {
+        const shell = await agent.open()
+        expect((await shell.send('id -un')).viewport).toContain('\nagent\n')
+        await shell.close()
+      } finally {
+        await agent.dispose()
+      }
+    } finally {
+      await sshd.stop()
+    }
+  })
+})
