@@ -12,7 +12,9 @@ import { join } from 'node:path'
 import Dockerode from 'dockerode'
 import ssh2 from 'ssh2'
 import { AbstractStartedContainer, GenericContainer, type StartedTestContainer, Wait } from 'testcontainers'
+import { shQuote } from '../providers/remote/quote.ts'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
+import { fingerprintOf } from '../providers/ssh/known-hosts.ts'
 import { disableRyukWhenAbsent } from './ryuk.ts'
 import { DSH_WORLD_IMAGE } from './world-container.ts'
 
@@ -33,6 +35,8 @@ async function freeLoopbackPort(): Promise<number> {
 export class SshdContainer extends GenericContainer {
   private maxSessions = 10
   private login = 'agent'
+  private password: string | undefined
+  private setEnv: Readonly<Record<string, string>> = {}
 
   /** @param image - an image with openssh-server (default: the project image). */
   constructor(image: string = DSH_WORLD_IMAGE) {
@@ -44,6 +48,21 @@ export class SshdContainer extends GenericContainer {
   /** sshd's `MaxSessions`: channels per connection (OpenSSH default 10). */
   withMaxSessions(sessions: number): this {
     this.maxSessions = sessions
+    return this
+  }
+
+  /**
+   * Allow password logins, with this password for the login user (`PasswordAuthentication yes`).
+   * Default: key logins only.
+   */
+  withPassword(password: string): this {
+    this.password = password
+    return this
+  }
+
+  /** sshd's `SetEnv`: variables every session gets (a login's ambient environment). Values may not hold spaces. */
+  withSetEnv(environment: Readonly<Record<string, string>>): this {
+    this.setEnv = environment
     return this
   }
 
@@ -73,13 +92,14 @@ export class SshdContainer extends GenericContainer {
       'PidFile none',
       'AuthorizedKeysFile /etc/dsh-sshd/authorized_keys',
       'StrictModes no',
-      'PasswordAuthentication no',
+      `PasswordAuthentication ${this.password === undefined ? 'no' : 'yes'}`,
       'KbdInteractiveAuthentication no',
       'UsePAM no',
       'PermitRootLogin prohibit-password',
       'UseDNS no',
       'PrintMotd no',
       `MaxSessions ${this.maxSessions}`,
+      ...(Object.keys(this.setEnv).length > 0 ? [`SetEnv ${Object.entries(this.setEnv).map(([name, value]) => `${name}=${value}`).join(' ')}`] : []),
       '',
     ].join('\n'), { mode: 0o644 })
     const clientKeyFile = join(dir, 'id_ed25519')
@@ -89,7 +109,8 @@ export class SshdContainer extends GenericContainer {
     this.withBindMounts([{ source: dir, target: '/etc/dsh-sshd', mode: 'ro' }])
     // Without UsePAM, sshd refuses a key login to an account whose password is locked (`!`, as
     // useradd leaves it): the logins get `*` (no password login, not locked).
-    this.withCommand(['/bin/sh', '-c', `for login in agent ${this.login}; do usermod -p '*' "$login" 2>/dev/null; done; mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/dsh-sshd/sshd_config`])
+    const password = this.password === undefined ? '' : `echo ${shQuote(`${this.login}:${this.password}`)} | chpasswd; `
+    this.withCommand(['/bin/sh', '-c', `for login in agent ${this.login}; do usermod -p '*' "$login" 2>/dev/null; done; ${password}mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/dsh-sshd/sshd_config`])
     // Ready when the port greets with an SSH identification line (asked through bash's /dev/tcp
     // inside the container), never when a log line was seen: a line printed before the
     // strategy attached could be missed.
@@ -97,7 +118,8 @@ export class SshdContainer extends GenericContainer {
     await disableRyukWhenAbsent(new Dockerode())
     try {
       const started = await super.start()
-      return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir })
+      const fingerprint = fingerprintOf(Buffer.from(host.public.split(' ')[1]!, 'base64'))
+      return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir, hostPublicKey: host.public, hostKeyFingerprint: fingerprint, clientPrivateKey: client.private })
     } catch (error) {
       rmSync(dir, { recursive: true, force: true })
       throw error
@@ -112,6 +134,9 @@ interface SshdSettings {
   clientKeyFile: string
   knownHostsFile: string
   dir: string
+  hostPublicKey: string
+  hostKeyFingerprint: string
+  clientPrivateKey: string
 }
 
 /** A started sshd: the testcontainers handle plus its target, key and known_hosts. */
@@ -137,6 +162,26 @@ export class StartedSshdContainer extends AbstractStartedContainer {
   /** A known_hosts file naming the generated host key for `[127.0.0.1]:PORT`. */
   get knownHostsFile(): string {
     return this.settings.knownHostsFile
+  }
+
+  /** The host key's public line (`ssh-ed25519 BASE64`). */
+  get hostPublicKey(): string {
+    return this.settings.hostPublicKey
+  }
+
+  /** The host key's `SHA256:...` fingerprint (OpenSSH's form), for a pinned `hostKeyFingerprint`. */
+  get hostKeyFingerprint(): string {
+    return this.settings.hostKeyFingerprint
+  }
+
+  /** The client private key (OpenSSH format), also in {@link clientKeyFile}. */
+  get clientPrivateKey(): string {
+    return this.settings.clientPrivateKey
+  }
+
+  /** The private host folder holding the keys and config (removed at stop). */
+  get keyDirectory(): string {
+    return this.settings.dir
   }
 
   /**

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import Docker from 'dockerode'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { DEFAULT_IMAGE } from '../../src/cli/target.ts'
+import { startTestContainer } from './helpers.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const docker = new Docker()
@@ -30,8 +30,7 @@ async function cli(args: string[]): Promise<{ code: number; stdout: string; stde
 }
 
 beforeAll(async () => {
-  container = await docker.createContainer({ Image: DEFAULT_IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' } })
-  await container.start()
+  container = await startTestContainer()
 })
 
 afterAll(async () => {
@@ -82,8 +81,7 @@ describe('dsh-remote-worlds run in a container with a 256 MiB memory limit', () 
   const script = join(tmpdir(), `dsh-remote-oom-${process.pid}.txt`)
 
   beforeAll(async () => {
-    limited = await docker.createContainer({ Image: DEFAULT_IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none', Memory: 256 << 20, MemorySwap: 256 << 20 } })
-    await limited.start()
+    limited = await startTestContainer({ HostConfig: { Memory: 256 << 20, MemorySwap: 256 << 20 } })
     writeFileSync(script, "python3 -c 'b=bytearray(600<<20)'\necho fine\n")
   })
 

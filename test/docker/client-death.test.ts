@@ -13,14 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
 import { SESSION_SCRIPT, clientDeathCases, killHard, startCli } from '../helpers/client-death-cases.ts'
-import { type ContainerProcess, IMAGE, containerProcesses, docker, execIn, waitFor } from './helpers.ts'
+import { type ContainerProcess, IMAGE, containerProcesses, docker, execIn, startTestContainer, waitFor } from './helpers.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 let container: Docker.Container
 
 beforeAll(async () => {
-  container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'client-death' }, HostConfig: { Init: true, NetworkMode: 'none' } })
-  await container.start()
+  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'client-death' } })
 })
 
 afterAll(async () => {
@@ -69,8 +68,7 @@ describe('a live client whose control program is killed', () => {
 
 describe('an ownership registry another user made first', () => {
   it('is not trusted: doctor fails its session-ownership check and says what follows, and run warns', async () => {
-    const squatted = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'client-death' }, HostConfig: { Init: true, NetworkMode: 'none' } })
-    await squatted.start()
+    const squatted = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'client-death' } })
     try {
       expect((await execIn(squatted.id, ['mkdir', '-m', '777', '/tmp/dsh-remote-owners-1000'], 'nobody')).exitCode).toBe(0)
       const reason = 'the ownership registry /tmp/dsh-remote-owners-1000 cannot be used (not creatable, or not a directory owned by uid 1000): what a client that dies leaves here cannot be found by the next one, and what others left is not seen'

@@ -6,13 +6,12 @@ import type Docker from 'dockerode'
 import { afterAll, beforeAll } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { exitStatusCases } from '../helpers/exit-status-cases.ts'
-import { IMAGE, docker } from './helpers.ts'
+import { docker, startTestContainer } from './helpers.ts'
 
 let container: Docker.Container
 
 beforeAll(async () => {
-  container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'exit-status' }, HostConfig: { Init: true, NetworkMode: 'none' } })
-  await container.start()
+  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'exit-status' } })
 })
 
 afterAll(async () => {

@@ -25,7 +25,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
-import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, hangGuard, settleState, terminalLeftovers, waitFor } from './helpers.ts'
+import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, hangGuard, startTestContainer, settleState, terminalLeftovers, waitFor } from './helpers.ts'
 
 /** A runtime registered in its own cordis context, as a composition would load it. */
 interface RuntimeFixture {
@@ -126,9 +126,8 @@ describe('typed errors of the Docker world', () => {
   })
 
   it('a stopped container: TargetNotRunningError (TARGET_NOT_RUNNING); a paused one too', async () => {
-    const stopped = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' } })
+    const stopped = await startTestContainer()
     created.push(stopped)
-    await stopped.start()
     await stopped.stop({ t: 0 })
     const fixture = await runtimeFor({ container: stopped.id })
     try {
@@ -139,9 +138,8 @@ describe('typed errors of the Docker world', () => {
     }
     await expectTyped(openWorldAndShell({ container: stopped.id }), TargetNotRunningError, 'TARGET_NOT_RUNNING')
 
-    const paused = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' } })
+    const paused = await startTestContainer()
     created.push(paused)
-    await paused.start()
     await paused.pause()
     const pausedFixture = await runtimeFor({ container: paused.id })
     try {
@@ -316,9 +314,8 @@ describe('the container paused while a terminal is live', () => {
 
   /** A container this test may pause (attached, so the runtime never removes it). */
   async function pausable(): Promise<string> {
-    const container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' } })
+    const container = await startTestContainer()
     created.push(container)
-    await container.start()
     return container.id
   }
 

@@ -6,9 +6,11 @@
 import { PassThrough } from 'node:stream'
 import { setTimeout as delay } from 'node:timers/promises'
 import Docker from 'dockerode'
+import { GenericContainer } from 'testcontainers'
 import { expect } from 'vitest'
 import type { TerminalSendOperation } from '@deepseek-ai/dsh-terminal'
 import type { TerminalTuning } from '../../src/backend/world.ts'
+import { disableRyukWhenAbsent } from '../../src/testcontainers/index.ts'
 
 /** The project's test image (docker/ensure-world.sh builds it). */
 export const IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
@@ -33,6 +35,38 @@ export const UPSTREAM_TUNING: Required<Pick<TerminalTuning, 'pollIntervalMs' | '
   scrollbackLines: 100,
   scrollbackMaxBytes: 32_768,
   maxReadBytes: 16_384,
+}
+
+/** The create options a test container may set; everything else is the helper's. */
+export type TestContainerOptions = Pick<Docker.ContainerCreateOptions, 'Image' | 'Labels' | 'Env' | 'User' | 'HostConfig'>
+
+/** GenericContainer with raw HostConfig fields (testcontainers has no builder for most of them). */
+class TestContainer extends GenericContainer {
+  withHostConfig(hostConfig: Docker.HostConfig): this {
+    const { NetworkMode, ...rest } = hostConfig
+    Object.assign(this.hostConfig, rest)
+    if (NetworkMode !== undefined) this.withNetworkMode(NetworkMode)
+    return this
+  }
+}
+
+/**
+ * Start a container the tests attach to, with testcontainers: the image (default the project
+ * image) running `sleep infinity` under an init, NetworkMode none, plus `options`. Returns the
+ * engine's handle, so tests pause, kill and remove it as any container.
+ */
+export async function startTestContainer(options: TestContainerOptions = {}): Promise<Docker.Container> {
+  const environment = Object.fromEntries((options.Env ?? []).map(entry => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
+  let container = new TestContainer(options.Image ?? IMAGE)
+    .withCommand(['sleep', 'infinity'])
+    .withLabels(options.Labels ?? {})
+    .withEnvironment(environment)
+    .withHostConfig({ Init: true, NetworkMode: 'none', ...options.HostConfig })
+    .withAutoRemove(false)
+  if (options.User !== undefined) container = container.withUser(options.User)
+  await disableRyukWhenAbsent(docker)
+  const started = await container.start()
+  return docker.getContainer(started.getId())
 }
 
 /** Result of a helper exec. */

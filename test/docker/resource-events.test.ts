@@ -9,18 +9,15 @@ import { afterAll, beforeAll } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { MEMORY_LIMIT, PIDS_LIMIT, resourceEventCases } from '../helpers/resource-event-cases.ts'
-import { IMAGE, UPSTREAM_TUNING, docker } from './helpers.ts'
+import { UPSTREAM_TUNING, docker, startTestContainer } from './helpers.ts'
 
 let container: Docker.Container
 
 beforeAll(async () => {
-  container = await docker.createContainer({
-    Image: IMAGE,
-    Cmd: ['sleep', 'infinity'],
+  container = await startTestContainer({
     Labels: { 'dsh-remote-worlds.test': 'resource-events' },
-    HostConfig: { Init: true, NetworkMode: 'none', Memory: MEMORY_LIMIT, MemorySwap: MEMORY_LIMIT, PidsLimit: PIDS_LIMIT },
+    HostConfig: { Memory: MEMORY_LIMIT, MemorySwap: MEMORY_LIMIT, PidsLimit: PIDS_LIMIT },
   })
-  await container.start()
 })
 
 afterAll(async () => {

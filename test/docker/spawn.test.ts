@@ -6,21 +6,17 @@ import type Docker from 'dockerode'
 import { afterAll, beforeAll, expect } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { SPAWN_AMBIENT, spawnCases } from '../helpers/spawn-cases.ts'
-import { IMAGE, docker } from './helpers.ts'
+import { docker, startTestContainer } from './helpers.ts'
 
 const LABEL = { 'dsh-remote-worlds.test': 'spawn' }
 let container: Docker.Container
 let info: Docker.ContainerInspectInfo
 
 beforeAll(async () => {
-  container = await docker.createContainer({
-    Image: IMAGE,
-    Cmd: ['sleep', 'infinity'],
+  container = await startTestContainer({
     Labels: LABEL,
     Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...Object.entries(SPAWN_AMBIENT).map(([name, value]) => `${name}=${value}`)],
-    HostConfig: { Init: true, NetworkMode: 'none' },
   })
-  await container.start()
   info = await container.inspect()
 })
 
@@ -40,8 +36,7 @@ spawnCases({
     expect(env).toEqual({ ...kept, HOME: '/home/agent', EXPLICIT: 'yes', DEPLOY_KEY: 'deliberate', DSH_REMOTE_SESSION: expect.stringMatching(/^[0-9a-f]{32}\.[0-9a-f]{16}$/) })
   },
   vanishing: async () => {
-    const victim = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], HostConfig: { Init: true, NetworkMode: 'none' }, Labels: LABEL })
-    await victim.start()
+    const victim = await startTestContainer({ Labels: LABEL })
     return {
       containerId: victim.id,
       plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: victim.id }) },

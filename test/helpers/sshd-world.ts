@@ -1,19 +1,16 @@
 /**
- * A real OpenSSH sshd test world: a container from the project image with host networking,
- * running one or more `sshd -D -e -f CONFIG` instances that listen on 127.0.0.1 only, each on a
- * free high port. Host keys and the client key pair are generated per run with ssh2's keygen
- * (no host ssh-keygen needed) and bind-mounted read-only at /etc/dsh-test.
+ * A real OpenSSH sshd test world: the package's own SshdContainer (src/testcontainers: the
+ * project image, host networking, sshd on 127.0.0.1 at a free port, keys generated per run),
+ * with a password for `agent`, this suite's label, and what testcontainers does not do here:
+ * pause and unpause, and the container's process list.
  *
  * Never sends traffic anywhere but 127.0.0.1 (DESIGN.md section 7).
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, Socket } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { PassThrough } from 'node:stream'
+import { createServer } from 'node:net'
 import Docker from 'dockerode'
 import ssh2 from 'ssh2'
 import { fingerprintOf } from '../../src/providers/ssh/known-hosts.ts'
+import { SshdContainer } from '../../src/testcontainers/index.ts'
 
 export const TARGET_IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
 export const TEST_LABEL = 'dsh-remote-worlds.test-sshd'
@@ -37,19 +34,19 @@ export interface KeyPair {
 /** A running sshd world. */
 export interface SshdWorld {
   readonly containerId: string
-  /** Ports of the sshd instances, in the order of the specs. */
+  /** The sshd's port on 127.0.0.1 (one instance: a one-element list). */
   readonly ports: readonly number[]
-  /** The host key every instance presents. */
-  readonly hostKey: KeyPair
+  /** The host key sshd presents. */
+  readonly hostKey: Pick<KeyPair, 'publicKey' | 'fingerprint'>
   /** The client key authorized for `agent` and `root`. */
-  readonly clientKey: KeyPair
+  readonly clientKey: Pick<KeyPair, 'privateKey'>
   /** Path of the client private key file (mode 0600). */
   readonly clientKeyFile: string
-  /** A known_hosts file listing the host key for every instance as `[127.0.0.1]:PORT`. */
+  /** A known_hosts file listing the host key as `[127.0.0.1]:PORT`. */
   readonly knownHostsFile: string
   /** `agent`'s password. */
   readonly password: string
-  /** A scratch directory on the host, removed by stop(). */
+  /** The sshd's private key and config folder on the host (removed by stop()); tests may add files. */
   readonly dir: string
   /** Run a command in the container as root; resolves with stdout and the exit code. */
   exec(argv: readonly string[]): Promise<{ stdout: string; exitCode: number }>
@@ -82,47 +79,6 @@ export async function freePort(): Promise<number> {
   return address.port
 }
 
-function sshdConfig(port: number, spec: SshdSpec): string {
-  return [
-    'ListenAddress 127.0.0.1',
-    `Port ${port}`,
-    'HostKey /etc/dsh-test/ssh_host_ed25519_key',
-    'PidFile none',
-    'AuthorizedKeysFile /etc/dsh-test/authorized_keys',
-    'StrictModes no',
-    'PubkeyAuthentication yes',
-    'PasswordAuthentication yes',
-    'KbdInteractiveAuthentication no',
-    'UsePAM no',
-    'PermitRootLogin prohibit-password',
-    'AllowTcpForwarding yes',
-    'UseDNS no',
-    'PrintMotd no',
-    'LogLevel VERBOSE',
-    `MaxSessions ${spec.maxSessions ?? 10}`,
-    ...(spec.setEnv !== undefined ? [`SetEnv ${Object.entries(spec.setEnv).map(([name, value]) => `${name}=${value}`).join(' ')}`] : []),
-    '',
-  ].join('\n')
-}
-
-/** Wait until `port` answers with an SSH identification line. */
-async function waitForBanner(port: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const ok = await new Promise<boolean>(resolve => {
-      const socket = new Socket()
-      const done = (value: boolean): void => { socket.destroy(); resolve(value) }
-      socket.setTimeout(1_000, () => done(false))
-      socket.once('error', () => done(false))
-      socket.once('data', chunk => done(chunk.toString('latin1').startsWith('SSH-2.0-')))
-      socket.connect(port, '127.0.0.1')
-    })
-    if (ok) return
-    if (Date.now() > deadline) throw new Error(`sshd on 127.0.0.1:${port} did not answer within ${timeoutMs} ms`)
-    await new Promise(resolve => setTimeout(resolve, 50))
-  }
-}
-
 /** Container settings of the sshd world. */
 export interface SshdContainerOptions {
   /**
@@ -136,69 +92,36 @@ export interface SshdContainerOptions {
 /** HostConfig under which bubblewrap works in the world (`--security-opt seccomp=unconfined --security-opt systempaths=unconfined`). */
 export const BWRAP_CAPABLE: Docker.HostConfig = { SecurityOpt: ['seccomp=unconfined'], MaskedPaths: [], ReadonlyPaths: [] }
 
+/** SshdContainer with the HostConfig fields a test needs beyond testcontainers' builders. */
+class TestSshdContainer extends SshdContainer {
+  withHostConfig(hostConfig: Docker.HostConfig): this {
+    Object.assign(this.hostConfig, hostConfig)
+    return this
+  }
+}
+
 /**
- * Start the world: one container, one sshd per spec.
- * @param specs - sshd instances (default: one with MaxSessions 10).
+ * Start the world: a {@link SshdContainer} (src/testcontainers) with a password for `agent` and
+ * this suite's labels, plus what testcontainers does not offer (pause, ps).
+ * @param specs - one sshd instance's settings (default MaxSessions 10).
  * @param options - container settings (default: none).
  */
-export async function startSshdWorld(specs: readonly SshdSpec[] = [{}], options: SshdContainerOptions = {}): Promise<SshdWorld> {
-  const docker = new Docker()
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-sshd-'))
-  chmodSync(dir, 0o755)
-  const hostKey = generateKeyPair()
-  const clientKey = generateKeyPair()
+export async function startSshdWorld(specs: readonly [SshdSpec] | readonly SshdSpec[] = [{}], options: SshdContainerOptions = {}): Promise<SshdWorld> {
+  if (specs.length !== 1) throw new Error('startSshdWorld: one sshd per world')
+  const spec = specs[0]!
   const password = `pw-${Math.random().toString(36).slice(2)}`
-  const ports: number[] = []
-  for (const _spec of specs) {
-    let port = await freePort()
-    while (ports.includes(port)) port = await freePort()
-    ports.push(port)
-  }
-  writeFileSync(join(dir, 'ssh_host_ed25519_key'), hostKey.privateKey, { mode: 0o600 })
-  writeFileSync(join(dir, 'ssh_host_ed25519_key.pub'), `${hostKey.publicKey}\n`, { mode: 0o644 })
-  writeFileSync(join(dir, 'authorized_keys'), `${clientKey.publicKey}\n`, { mode: 0o644 })
-  specs.forEach((spec, index) => writeFileSync(join(dir, `sshd_config.${index}`), sshdConfig(ports[index]!, spec), { mode: 0o644 }))
-  writeFileSync(join(dir, 'start.sh'), [
-    'set -e',
-    `echo 'agent:${password}' | chpasswd`,
-    'mkdir -p /run/sshd',
-    `for index in ${specs.map((_spec, index) => index).join(' ')}; do`,
-    '  /usr/sbin/sshd -D -e -f /etc/dsh-test/sshd_config.$index 2>>/tmp/sshd.$index.log &',
-    'done',
-    'wait',
-    '',
-  ].join('\n'), { mode: 0o644 })
-  const clientKeyFile = join(dir, 'id_ed25519')
-  writeFileSync(clientKeyFile, clientKey.privateKey, { mode: 0o600 })
-  const knownHostsFile = join(dir, 'known_hosts')
-  writeFileSync(knownHostsFile, ports.map(port => `[127.0.0.1]:${port} ${hostKey.publicKey}\n`).join(''), { mode: 0o644 })
-
-  const container = await docker.createContainer({
-    Image: TARGET_IMAGE,
-    Cmd: ['/bin/sh', '/etc/dsh-test/start.sh'],
-    Labels: { [TEST_LABEL]: 'true' },
-    HostConfig: { NetworkMode: 'host', Init: true, Binds: [`${dir}:/etc/dsh-test:ro`], ...options.hostConfig },
-  })
-  await container.start()
-  try {
-    await Promise.all(ports.map(port => waitForBanner(port)))
-  } catch (error) {
-    const logs = await container.logs({ stdout: true, stderr: true }).catch(() => Buffer.alloc(0))
-    await container.remove({ force: true }).catch(() => undefined)
-    rmSync(dir, { recursive: true, force: true })
-    throw new Error(`${(error as Error).message}; container log: ${logs.toString('utf8').slice(-2000)}`)
-  }
+  const started = await new TestSshdContainer(TARGET_IMAGE)
+    .withMaxSessions(spec.maxSessions ?? 10)
+    .withSetEnv(spec.setEnv ?? {})
+    .withPassword(password)
+    .withLabels({ [TEST_LABEL]: 'true' })
+    .withHostConfig(options.hostConfig ?? {})
+    .start()
+  const container = new Docker().getContainer(started.getId())
 
   const exec = async (argv: readonly string[]): Promise<{ stdout: string; exitCode: number }> => {
-    const run = await container.exec({ Cmd: [...argv], AttachStdout: true, AttachStderr: true })
-    const stream = await run.start({})
-    const stdout = new PassThrough()
-    const chunks: Buffer[] = []
-    stdout.on('data', (chunk: Buffer) => chunks.push(chunk))
-    docker.modem.demuxStream(stream, stdout, new PassThrough().resume())
-    await new Promise(resolve => stream.once('end', resolve))
-    const info = await run.inspect()
-    return { stdout: Buffer.concat(chunks).toString('utf8'), exitCode: info.ExitCode ?? -1 }
+    const result = await started.exec([...argv])
+    return { stdout: result.stdout, exitCode: result.exitCode }
   }
 
   const processesOf = async (): Promise<{ pid: number; user: string; args: string }[]> => {
@@ -208,25 +131,24 @@ export async function startSshdWorld(specs: readonly SshdSpec[] = [{}], options:
   }
 
   return {
-    containerId: container.id,
-    ports,
-    hostKey,
-    clientKey,
-    clientKeyFile,
-    knownHostsFile,
+    containerId: started.getId(),
+    ports: [started.port],
+    hostKey: { publicKey: started.hostPublicKey, fingerprint: started.hostKeyFingerprint },
+    clientKey: { privateKey: started.clientPrivateKey },
+    clientKeyFile: started.clientKeyFile,
+    knownHostsFile: started.knownHostsFile,
     password,
-    dir,
+    dir: started.keyDirectory,
     exec,
     processes: processesOf,
     leftovers: async () => {
       const rows = await processesOf()
-      return rows.filter(row => row.pid !== 1 && !row.args.includes('/etc/dsh-test/start.sh') && !row.args.includes('[listener]'))
+      return rows.filter(row => row.pid !== 1 && !row.args.includes('[listener]'))
     },
     pause: () => container.pause(),
     unpause: () => container.unpause(),
     stop: async () => {
-      await container.remove({ force: true }).catch(() => undefined)
-      rmSync(dir, { recursive: true, force: true })
+      await started.stop().catch(() => undefined)
     },
   }
 }

@@ -20,7 +20,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadProfile } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
-import { IMAGE, docker, hangGuard } from '../docker/helpers.ts'
+import { IMAGE, docker, hangGuard, startTestContainer } from '../docker/helpers.ts'
 import { ROOT } from '../helpers/built-package.ts'
 
 const run = promisify(execFile)
@@ -199,8 +199,7 @@ describe('the packed package as a DSH bundle', () => {
 
   it('attaches to a running container named by DSH_REMOTE_DOCKER_CONTAINER, judged by its own HostConfig', async () => {
     // A container that enforces read-only for this workspace: read-only rootfs, the folder bound read-only.
-    const attached = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'packed' }, HostConfig: { Init: true, NetworkMode: 'none', ReadonlyRootfs: true, Tmpfs: { '/tmp': '' }, Binds: [`${workspace}:${workspace}:ro`], CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } })
-    await attached.start()
+    const attached = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'packed' }, HostConfig: { ReadonlyRootfs: true, Tmpfs: { '/tmp': '' }, Binds: [`${workspace}:${workspace}:ro`], CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] } })
     try {
       ctx = await hangGuard(bootWith({ DSH_REMOTE_DOCKER_CONTAINER: attached.id, DSH_REMOTE_USER: 'agent' }), 60_000, 'boot')
       const runtime = ctx.get('subprocess') as unknown as { world(): Promise<{ containerId: string; managed: boolean }> }

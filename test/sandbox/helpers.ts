@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import Docker from 'dockerode'
 import { expect } from 'vitest'
 import type { WorldTerminal } from '../../src/backend/world.ts'
+import { type TestContainerOptions, startTestContainer } from '../docker/helpers.ts'
 
 /** The project's target image (docker/ensure-world.sh builds it). */
 export const IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
@@ -39,9 +40,8 @@ export async function run(terminal: WorldTerminal, command: string): Promise<str
   return viewport.slice(command.length + 1, -'dsh> '.length).replace(/\n$/, '')
 }
 
-/** Create and start a container the tests attach to (removed by the returned function). */
-export async function startContainer(options: Docker.ContainerCreateOptions): Promise<{ id: string; remove(): Promise<void> }> {
-  const container = await docker.createContainer({ Image: IMAGE, Cmd: ['sleep', 'infinity'], Labels: { 'dsh-remote-worlds.test': 'sandbox' }, ...options })
-  await container.start()
+/** Start a container the tests attach to (test/docker/helpers.ts; removed by the returned function). */
+export async function startContainer(options: TestContainerOptions): Promise<{ id: string; remove(): Promise<void> }> {
+  const container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'sandbox' }, ...options })
   return { id: container.id, remove: async () => { await container.remove({ force: true }) } }
 }
