@@ -6,6 +6,7 @@
 import './node-version.ts'
 export { DockerSubprocessRuntime, DockerRuntimeConfig } from './providers/docker/docker-runtime.ts'
 export { DockerWorld, MANAGED_LABEL } from './providers/docker/docker-world.ts'
+export { SshSubprocessRuntime, SshRuntimeConfig } from './providers/ssh/ssh-runtime.ts'
 export { ControlChannel } from './providers/remote/control-channel.ts'
 export type { ControlInfo, ControlTransport, ForegroundFacts, ProcessIdentity, RemoteProcess } from './providers/remote/control-channel.ts'
 export * from './providers/remote/errors.ts'

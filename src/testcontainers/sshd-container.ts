@@ -9,9 +9,12 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { Duplex } from 'node:stream'
 import Dockerode from 'dockerode'
 import ssh2 from 'ssh2'
 import { AbstractStartedContainer, GenericContainer, type StartedTestContainer, Wait } from 'testcontainers'
+import { LIFELINE_LOOP, attachLifeline, lifelineCreateOptions } from '../providers/docker/lifeline.ts'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { shQuote } from '../providers/remote/quote.ts'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import { fingerprintOf } from '../providers/ssh/known-hosts.ts'
@@ -33,6 +36,7 @@ async function freeLoopbackPort(): Promise<number> {
  * (the image's user) by default, and root, both with the generated client key.
  */
 export class SshdContainer extends GenericContainer {
+  private lifeline: Duplex | undefined
   private maxSessions = 10
   private login = 'agent'
   private password: string | undefined
@@ -45,8 +49,13 @@ export class SshdContainer extends GenericContainer {
     this.hostConfig.Init = true
   }
 
-  /** sshd's `MaxSessions`: channels per connection (OpenSSH default 10). */
+  /**
+   * sshd's `MaxSessions`: channels per connection (OpenSSH default 10).
+   * @throws InvalidArgumentError below 2: the SSH world needs its control channel and at least
+   *   one terminal or process channel on a connection.
+   */
   withMaxSessions(sessions: number): this {
+    if (!Number.isInteger(sessions) || sessions < 2) throw new InvalidArgumentError(`withMaxSessions(${sessions}): the SSH world needs at least 2 sessions per connection (its control channel and one terminal or process)`)
     this.maxSessions = sessions
     return this
   }
@@ -60,8 +69,15 @@ export class SshdContainer extends GenericContainer {
     return this
   }
 
-  /** sshd's `SetEnv`: variables every session gets (a login's ambient environment). Values may not hold spaces. */
+  /**
+   * sshd's `SetEnv`: variables every session gets (a login's ambient environment).
+   * @throws InvalidArgumentError for a name that is not a shell identifier, or a value holding
+   *   whitespace or a quote (sshd_config cannot carry it: sshd would refuse to start).
+   */
   withSetEnv(environment: Readonly<Record<string, string>>): this {
+    for (const [name, value] of Object.entries(environment)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || /[\s"'\\]/.test(value)) throw new InvalidArgumentError(`withSetEnv: ${JSON.stringify(`${name}=${value}`)} cannot be an sshd_config SetEnv entry (names are identifiers; values hold no whitespace, quotes or backslashes)`)
+    }
     this.setEnv = environment
     return this
   }
@@ -70,6 +86,11 @@ export class SshdContainer extends GenericContainer {
   override withUser(user: string): this {
     this.login = user
     return this
+  }
+
+  /** Attach the lifeline between create and start (testcontainers' hook). */
+  protected override async containerCreated(containerId: string): Promise<void> {
+    this.lifeline = await attachLifeline(new Dockerode().getContainer(containerId))
   }
 
   /**
@@ -110,7 +131,12 @@ export class SshdContainer extends GenericContainer {
     // Without UsePAM, sshd refuses a key login to an account whose password is locked (`!`, as
     // useradd leaves it): the logins get `*` (no password login, not locked).
     const password = this.password === undefined ? '' : `echo ${shQuote(`${this.login}:${this.password}`)} | chpasswd; `
-    this.withCommand(['/bin/sh', '-c', `for login in agent ${this.login}; do usermod -p '*' "$login" 2>/dev/null; done; ${password}mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e -f /etc/dsh-sshd/sshd_config`])
+    // sshd runs beside the lifeline (providers/docker/lifeline.ts): when this process dies, the
+    // lifeline reads EOF, the container stops and the engine removes it, Ryuk or not.
+    const { HostConfig, ...lifeline } = lifelineCreateOptions(this.hostConfig, ['/bin/sh', '-c', `for login in agent ${this.login}; do usermod -p '*' "$login" 2>/dev/null; done; ${password}mkdir -p /run/sshd && /usr/sbin/sshd -D -e -f /etc/dsh-sshd/sshd_config & ${LIFELINE_LOOP}`])
+    Object.assign(this.createOpts, lifeline)
+    this.hostConfig = HostConfig!
+    this.withAutoRemove(false)
     // Ready when the port greets with an SSH identification line (asked through bash's /dev/tcp
     // inside the container), never when a log line was seen: a line printed before the
     // strategy attached could be missed.
@@ -119,7 +145,7 @@ export class SshdContainer extends GenericContainer {
     try {
       const started = await super.start()
       const fingerprint = fingerprintOf(Buffer.from(host.public.split(' ')[1]!, 'base64'))
-      return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir, hostPublicKey: host.public, hostKeyFingerprint: fingerprint, clientPrivateKey: client.private })
+      return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir, hostPublicKey: host.public, hostKeyFingerprint: fingerprint, clientPrivateKey: client.private, lifeline: this.lifeline })
     } catch (error) {
       rmSync(dir, { recursive: true, force: true })
       throw error
@@ -137,6 +163,7 @@ interface SshdSettings {
   hostPublicKey: string
   hostKeyFingerprint: string
   clientPrivateKey: string
+  lifeline: Duplex | undefined
 }
 
 /** A started sshd: the testcontainers handle plus its target, key and known_hosts. */
@@ -193,8 +220,9 @@ export class StartedSshdContainer extends AbstractStartedContainer {
     return { target: `${user}@127.0.0.1:${this.settings.port}`, identity: this.settings.clientKeyFile, knownHosts: this.settings.knownHostsFile, sshConfig: false, agent: false }
   }
 
-  /** Remove the generated keys with the container. */
+  /** Remove the generated keys with the container, and let the lifeline go. */
   protected override async containerStopped(): Promise<void> {
+    this.settings.lifeline?.destroy()
     rmSync(this.settings.dir, { recursive: true, force: true })
   }
 }

@@ -15,6 +15,7 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { DockerRuntimeConfig } from '../providers/docker/docker-config.ts'
 import { attachLifeline, lifelineCreateOptions } from '../providers/docker/lifeline.ts'
 import { type DockerLimits, type DockerWorkspaceSource, dockerCreateOptions, workspaceOwnerUser } from '../sandbox/docker-policy.ts'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { withReuseLock } from './reuse-lock.ts'
 import { disableRyukWhenAbsent } from './ryuk.ts'
 import { WorldReadyWaitStrategy } from './world-ready.ts'
@@ -57,7 +58,10 @@ export class DshWorldContainer extends GenericContainer {
   /** The engine, as the Docker runtime reaches it (dockerode's default: DOCKER_HOST or /var/run/docker.sock). */
   private readonly docker = new Dockerode()
 
-  /** @param image - any image with /bin/sh (default {@link DSH_WORLD_IMAGE}); pulled only when missing. */
+  /**
+   * @param image - an image with /bin/sh and the coreutils the control program runs (`od`,
+   *   `dd`, `tr`, `grep`; default {@link DSH_WORLD_IMAGE}); pulled only when missing.
+   */
   constructor(image: string = DSH_WORLD_IMAGE) {
     super(image)
     this.withNetworkMode('none')
@@ -65,9 +69,9 @@ export class DshWorldContainer extends GenericContainer {
   }
 
   /**
-   * The user the world's shells and processes run as (`name`, `uid` or `uid:gid`). Unlike
-   * GenericContainer's `withUser`, the container's own pid 1 keeps the image's user: the world
-   * user is the exec user, as in the Docker runtime's `user`. Confined modes refuse root.
+   * The user the world's shells and processes run as (`name`, `uid` or `uid:gid`): the exec
+   * user, as the Docker runtime's `user`. Without a sandbox the container's own pid 1 keeps the
+   * image's user; a confined mode runs the whole container as this user (never root).
    */
   override withUser(user: string): this {
     this.worldUser = user
@@ -95,7 +99,9 @@ export class DshWorldContainer extends GenericContainer {
    */
   override async start(): Promise<StartedDshWorldContainer> {
     const settings = this.applySandbox()
-    const reusable = this.reuse
+    // testcontainers ignores withReuse() under TESTCONTAINERS_REUSE_ENABLE=false: then the
+    // container is a fresh one and needs its lifeline.
+    const reusable = this.reuse && process.env.TESTCONTAINERS_REUSE_ENABLE !== 'false'
     if (!reusable) {
       const lifeline = lifelineCreateOptions(this.hostConfig)
       const { HostConfig, ...createFields } = lifeline
@@ -117,13 +123,16 @@ export class DshWorldContainer extends GenericContainer {
 
   /** Attach the lifeline between create and start (testcontainers' hook). */
   protected override async containerCreated(containerId: string): Promise<void> {
-    if (this.reuse) return
+    if (this.createOpts.OpenStdin !== true) return
     this.lifeline = await attachLifeline(this.docker.getContainer(containerId))
   }
 
   /** Merge the sandbox's create options into this container's. */
   private applySandbox(): WorldSettings {
     const sandbox = this.sandbox ?? { mode: 'danger-full-access' as const }
+    if (sandbox.mode !== 'danger-full-access' && sandbox.workspace === undefined && sandbox.workspaceRoot === undefined) {
+      throw new InvalidArgumentError(`sandbox mode ${sandbox.mode} needs a workspace (a host folder or volume mounted at ${DEFAULT_WORKSPACE_ROOT}), or a workspaceRoot that exists in the image`)
+    }
     const workspaceRoot = sandbox.workspaceRoot ?? DEFAULT_WORKSPACE_ROOT
     const workspace = typeof sandbox.workspace === 'string' ? { bind: sandbox.workspace } : sandbox.workspace
     const user = this.worldUser ?? workspaceOwnerUser(workspace, sandbox.mode)

@@ -5,6 +5,7 @@
  * world (the engine execs, `/bin/sh` runs, `/proc` is there), so that is what is asked.
  * @module dsh-remote-worlds/testcontainers/world-ready
  */
+import { PassThrough } from 'node:stream'
 import { setTimeout as delay } from 'node:timers/promises'
 import type Dockerode from 'dockerode'
 import type { BoundPorts, WaitStrategy } from 'testcontainers'
@@ -23,16 +24,21 @@ const DEFAULT_STARTUP_TIMEOUT_MS = 60_000
 async function ask(container: Dockerode.Container, user: string | undefined): Promise<{ output: string; exitCode: number | null }> {
   const exec = await container.exec({ Cmd: ['/bin/sh', '-c', QUESTION], AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
   const stream = await exec.start({ hijack: true, stdin: false })
+  const output = new PassThrough()
   const chunks: Buffer[] = []
-  stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+  output.on('data', (chunk: Buffer) => chunks.push(chunk))
+  container.modem.demuxStream(stream, output, output)
   await new Promise<void>((resolve, reject) => {
     stream.once('end', resolve)
     stream.once('close', resolve)
     stream.once('error', reject)
   })
   const info = await exec.inspect()
-  return { output: Buffer.concat(chunks).toString('latin1'), exitCode: info.ExitCode ?? null }
+  return { output: Buffer.concat(chunks).toString('utf8').trim(), exitCode: info.ExitCode ?? null }
 }
+
+/** The engine's answer for an exec user the image does not know: asking again cannot help. */
+const UNKNOWN_USER = /unable to find user/
 
 /**
  * Ready when an exec of `/bin/sh` in the container, as the world's user, answers the readiness
@@ -50,18 +56,24 @@ export class WorldReadyWaitStrategy implements WaitStrategy {
 
   /**
    * Ask until the world answers.
-   * @throws Error naming the last answer (or the engine's error) when the startup timeout passes.
+   * @throws Error naming the last answer (or the engine's error) when the startup timeout passes,
+   *   and at once when the engine does not know the exec user.
    */
   async waitUntilReady(container: Dockerode.Container, _boundPorts: BoundPorts, startTime?: Date): Promise<void> {
     const deadline = (startTime?.getTime() ?? Date.now()) + this.startupTimeoutMs
     let last = 'no answer'
     for (;;) {
+      let answer: { output: string; exitCode: number | null } | undefined
       try {
-        const { output, exitCode } = await ask(container, this.user)
-        if (exitCode === 0 && output.includes(ANSWER)) return
-        last = `exit ${exitCode}: ${JSON.stringify(output.slice(-200))}`
+        answer = await ask(container, this.user)
       } catch (error) {
         last = (error as Error).message
+      }
+      if (answer !== undefined) {
+        const { output, exitCode } = answer
+        if (exitCode === 0 && output.includes(ANSWER)) return
+        last = `exit ${exitCode}: ${JSON.stringify(output.slice(-200))}`
+        if (UNKNOWN_USER.test(output)) throw new Error(`the world in container ${container.id.slice(0, 12)} cannot run /bin/sh as ${this.user ?? 'its user'}: ${output.slice(-200)}`)
       }
       if (Date.now() >= deadline) throw new Error(`the world in container ${container.id.slice(0, 12)} did not answer within ${this.startupTimeoutMs} ms that it can run /bin/sh (last: ${last})`)
       await delay(POLL_MS)

@@ -1,6 +1,6 @@
 // The README's "In CI with testcontainers" file, as a user copies it (README and this file are
 // kept identical by test/testcontainers/readme.test.ts; only the import path differs).
-import { chmodSync, mkdtempSync, readFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, it } from 'vitest'
@@ -21,6 +21,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await container?.stop()
+  rmSync(workspace, { recursive: true, force: true })
 })
 
 it('runs an agent session in a workspace-write sandbox', async () => {

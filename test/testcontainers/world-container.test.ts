@@ -26,6 +26,16 @@ async function containersLabelled(label: string): Promise<string[]> {
   return (await docker.listContainers({ all: true, filters: { label: [`${TEST_RUN_LABEL}=${label}`] } })).map(info => info.Id)
 }
 
+/** The containers still carrying `label` once they had 15 s to go. */
+async function gone(label: string): Promise<string[]> {
+  let left = await containersLabelled(label)
+  for (let waited = 0; left.length > 0 && waited < 15_000; waited += 100) {
+    await delay(100)
+    left = await containersLabelled(label)
+  }
+  return left
+}
+
 describe('DshWorldContainer', () => {
   it('read-only: the managed world\'s HostConfig, field for field, and a world whose report names the mode', async () => {
     const container = await new DshWorldContainer().withUser('1000:1000').withSandbox({ mode: 'read-only', workspaceRoot: '/srv' }).start()
@@ -73,12 +83,24 @@ describe('DshWorldContainer', () => {
     })
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
     child.kill('SIGKILL')
-    let left = await containersLabelled(label)
-    for (let waited = 0; left.length > 0 && waited < 15_000; waited += 100) {
-      await delay(100)
-      left = await containersLabelled(label)
-    }
-    expect(left).toEqual([])
+    expect(await gone(label)).toEqual([])
+  })
+
+  it('refuses a confined mode with neither a workspace nor a workspace root, and an unusable sshd setting, before anything starts', async () => {
+    await expect(new DshWorldContainer().withSandbox({ mode: 'read-only' }).start()).rejects.toThrow('sandbox mode read-only needs a workspace (a host folder or volume mounted at /workspace), or a workspaceRoot that exists in the image')
+    expect(() => new SshdContainer().withMaxSessions(1)).toThrow('withMaxSessions(1): the SSH world needs at least 2 sessions per connection (its control channel and one terminal or process)')
+    expect(() => new SshdContainer().withSetEnv({ GREETING: 'hello world' })).toThrow('withSetEnv: "GREETING=hello world" cannot be an sshd_config SetEnv entry (names are identifiers; values hold no whitespace, quotes or backslashes)')
+  })
+
+  it('a reusable container started with TESTCONTAINERS_REUSE_ENABLE=false is a fresh one, and keeps its lifeline', async () => {
+    const label = randomUUID()
+    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'reuse-hold', label], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESTCONTAINERS_REUSE_ENABLE: 'false' } })
+    await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
+      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its container`)))
+    })
+    child.kill('SIGKILL')
+    expect(await gone(label)).toEqual([])
   })
 
   it('two processes starting the same reusable container at once get one container', async () => {
@@ -96,12 +118,27 @@ describe('DshWorldContainer', () => {
 })
 
 describe('WorldReadyWaitStrategy', () => {
-  it('asks the world, not its log: a world whose user cannot run a shell fails the start, naming why', async () => {
-    await expect(new DshWorldContainer().withUser('no-such-user').withStartupTimeout(2_000).start()).rejects.toThrow(/did not answer within 2000 ms that it can run \/bin\/sh \(last: .*no-such-user/)
+  it('asks the world, not its log: a world whose user cannot run a shell fails the start at once, naming why', async () => {
+    const started = Date.now()
+    await expect(new DshWorldContainer().withUser('no-such-user').start()).rejects.toThrow(/^the world in container [0-9a-f]{12} cannot run \/bin\/sh as no-such-user: .*unable to find user no-such-user/)
+    // Not the 60 s startup bound: an unknown user is not a world that is still starting.
+    expect(Date.now() - started).toBeLessThan(30_000)
   })
 })
 
 describe('SshdContainer', () => {
+  it('is removed when the test process dies by SIGKILL, with Ryuk off (its lifeline beside sshd)', async () => {
+    const label = randomUUID()
+    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'sshd-hold', label], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const id = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
+      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its sshd`)))
+    })
+    expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
+    child.kill('SIGKILL')
+    expect(await gone(label)).toEqual([])
+  })
+
   it('serves the SSH world on 127.0.0.1 with per-run keys and known_hosts, as the chosen login and MaxSessions', async () => {
     const sshd = await new SshdContainer().withMaxSessions(2).withUser('root').start()
     try {

@@ -16,14 +16,18 @@ import type Docker from 'dockerode'
  */
 export const LIFELINE_COMMAND: readonly string[] = ['/bin/sh', '-c', 'while read -r _; do :; done']
 
+/** The lifeline's loop as a POSIX sh fragment, for an entrypoint that starts a service first. */
+export const LIFELINE_LOOP = 'while read -r _; do :; done'
+
 /**
- * The create options a lifeline needs (merge them last): the lifeline as entrypoint, stdin open
+ * The create options a lifeline needs (merge them last): the lifeline as entrypoint (or
+ * `entrypoint`, which must end in {@link LIFELINE_LOOP} in the foreground), stdin open
  * for exactly one attach (`StdinOnce`: the engine closes it when that attach ends), and
  * `AutoRemove`, so the stopped container goes.
  */
-export function lifelineCreateOptions(hostConfig: Docker.HostConfig | undefined): Pick<Docker.ContainerCreateOptions, 'Entrypoint' | 'Cmd' | 'OpenStdin' | 'StdinOnce' | 'AttachStdin' | 'Tty' | 'HostConfig'> {
+export function lifelineCreateOptions(hostConfig: Docker.HostConfig | undefined, entrypoint: readonly string[] = LIFELINE_COMMAND): Pick<Docker.ContainerCreateOptions, 'Entrypoint' | 'Cmd' | 'OpenStdin' | 'StdinOnce' | 'AttachStdin' | 'Tty' | 'HostConfig'> {
   return {
-    Entrypoint: [...LIFELINE_COMMAND],
+    Entrypoint: [...entrypoint],
     Cmd: [],
     OpenStdin: true,
     StdinOnce: true,
