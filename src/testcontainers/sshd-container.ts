@@ -22,7 +22,7 @@ import { disableRyukWhenAbsent } from './ryuk.ts'
 import { DSH_WORLD_IMAGE } from './world-container.ts'
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
-async function freeLoopbackPort(): Promise<number> {
+export async function freeLoopbackPort(): Promise<number> {
   const server = createServer()
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   const address = server.address()

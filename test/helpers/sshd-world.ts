@@ -6,11 +6,11 @@
  *
  * Never sends traffic anywhere but 127.0.0.1 (DESIGN.md section 7).
  */
-import { createServer } from 'node:net'
 import Docker from 'dockerode'
 import ssh2 from 'ssh2'
 import { fingerprintOf } from '../../src/providers/ssh/known-hosts.ts'
 import { SshdContainer } from '../../src/testcontainers/index.ts'
+import { freeLoopbackPort } from '../../src/testcontainers/sshd-container.ts'
 
 export const TARGET_IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
 export const TEST_LABEL = 'dsh-remote-worlds.test-sshd'
@@ -70,14 +70,7 @@ export function generateKeyPair(): KeyPair {
 }
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
-export async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  await new Promise<void>(resolve => server.close(() => resolve()))
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return address.port
-}
+export const freePort = freeLoopbackPort
 
 /** Container settings of the sshd world. */
 export interface SshdContainerOptions {

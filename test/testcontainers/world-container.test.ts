@@ -26,6 +26,16 @@ async function containersLabelled(label: string): Promise<string[]> {
   return (await docker.listContainers({ all: true, filters: { label: [`${TEST_RUN_LABEL}=${label}`] } })).map(info => info.Id)
 }
 
+/** Run the fixture (`mode`, `label`) in a child process; resolves with it and its container's id. */
+async function startFixture(mode: string, label: string, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ReturnType<typeof spawn>; id: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, mode, label], { stdio: ['ignore', 'pipe', 'inherit'], env })
+  const id = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
+    child.once('exit', code => reject(new Error(`the fixture (${mode}) exited (${code}) before starting its container`)))
+  })
+  return { child, id }
+}
+
 /** The containers still carrying `label` once they had 15 s to go. */
 async function gone(label: string): Promise<string[]> {
   let left = await containersLabelled(label)
@@ -76,11 +86,7 @@ describe('DshWorldContainer', () => {
 
   it('is removed when the test process dies by SIGKILL, with Ryuk off (its lifeline)', async () => {
     const label = randomUUID()
-    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'hold', label], { stdio: ['ignore', 'pipe', 'inherit'] })
-    const id = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
-      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its container`)))
-    })
+    const { child, id } = await startFixture('hold', label)
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
     child.kill('SIGKILL')
     expect(await gone(label)).toEqual([])
@@ -94,11 +100,7 @@ describe('DshWorldContainer', () => {
 
   it('a reusable container started with TESTCONTAINERS_REUSE_ENABLE=false is a fresh one, and keeps its lifeline', async () => {
     const label = randomUUID()
-    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'reuse-hold', label], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESTCONTAINERS_REUSE_ENABLE: 'false' } })
-    await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
-      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its container`)))
-    })
+    const { child } = await startFixture('reuse-hold', label, { ...process.env, TESTCONTAINERS_REUSE_ENABLE: 'false' })
     child.kill('SIGKILL')
     expect(await gone(label)).toEqual([])
   })
@@ -129,11 +131,7 @@ describe('WorldReadyWaitStrategy', () => {
 describe('SshdContainer', () => {
   it('is removed when the test process dies by SIGKILL, with Ryuk off (its lifeline beside sshd)', async () => {
     const label = randomUUID()
-    const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, 'sshd-hold', label], { stdio: ['ignore', 'pipe', 'inherit'] })
-    const id = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => resolve(chunk.toString().trim()))
-      child.once('exit', code => reject(new Error(`the fixture exited (${code}) before starting its sshd`)))
-    })
+    const { child, id } = await startFixture('sshd-hold', label)
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
     child.kill('SIGKILL')
     expect(await gone(label)).toEqual([])
