@@ -220,6 +220,16 @@ export class StartedSshdContainer extends AbstractStartedContainer {
     return { target: `${user}@127.0.0.1:${this.settings.port}`, identity: this.settings.clientKeyFile, knownHosts: this.settings.knownHostsFile, sshConfig: false, agent: false }
   }
 
+  /**
+   * Restart sshd's container and hold its lifeline again: the restarted pid 1 reads a stdin the
+   * old attach no longer holds, so without a new one it would outlive this process.
+   */
+  override async restart(options?: Parameters<AbstractStartedContainer['restart']>[0]): Promise<void> {
+    await super.restart(options)
+    this.settings.lifeline?.destroy()
+    this.settings.lifeline = await attachLifeline(new Dockerode().getContainer(this.getId()))
+  }
+
   /** Remove the generated keys with the container, and let the lifeline go. */
   protected override async containerStopped(): Promise<void> {
     this.settings.lifeline?.destroy()

@@ -157,7 +157,7 @@ export interface OpenContainerWorldOptions {
 /** A started world container: the testcontainers handle plus the world it is. */
 export class StartedDshWorldContainer extends AbstractStartedContainer {
   private readonly settings: WorldSettings
-  private readonly lifeline: Duplex | undefined
+  private lifeline: Duplex | undefined
 
   /** @internal Use {@link DshWorldContainer.start}. */
   constructor(started: StartedTestContainer, settings: WorldSettings, lifeline: Duplex | undefined) {
@@ -194,6 +194,17 @@ export class StartedDshWorldContainer extends AbstractStartedContainer {
       workspaceRoot,
       ...(options.terminal !== undefined ? { terminal: options.terminal } : {}),
     })
+  }
+
+  /**
+   * Restart the container and hold its lifeline again: the restarted pid 1 reads a stdin the
+   * old attach no longer holds, so without a new one it would outlive this process.
+   */
+  override async restart(options?: Parameters<AbstractStartedContainer['restart']>[0]): Promise<void> {
+    await super.restart(options)
+    if (this.lifeline === undefined) return
+    this.lifeline.destroy()
+    this.lifeline = await attachLifeline(new Dockerode().getContainer(this.getId()))
   }
 
   /** Stop (and remove) the container; the lifeline goes with it. */

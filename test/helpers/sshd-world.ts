@@ -9,6 +9,7 @@
 import Docker from 'dockerode'
 import ssh2 from 'ssh2'
 import { fingerprintOf } from '../../src/providers/ssh/known-hosts.ts'
+import { LIFELINE_LOOP } from '../../src/providers/docker/lifeline.ts'
 import { SshdContainer } from '../../src/testcontainers/index.ts'
 import { freeLoopbackPort } from '../../src/testcontainers/sshd-container.ts'
 
@@ -53,8 +54,8 @@ export interface SshdWorld {
   /** `ps` rows (pid, user, args) of the container, excluding the ps itself. */
   processes(): Promise<{ pid: number; user: string; args: string }[]>
   /**
-   * Everything running in the container besides its init, the start script and the sshd
-   * listeners: per-connection sshd processes, login sessions and whatever they started.
+   * Everything running in the container besides its init, its lifeline and the sshd listener:
+   * per-connection sshd processes, login sessions and whatever they started.
    */
   leftovers(): Promise<{ pid: number; user: string; args: string }[]>
   pause(): Promise<void>
@@ -136,7 +137,8 @@ export async function startSshdWorld(specs: readonly [SshdSpec] | readonly SshdS
     processes: processesOf,
     leftovers: async () => {
       const rows = await processesOf()
-      return rows.filter(row => row.pid !== 1 && !row.args.includes('[listener]'))
+      // Not the container's own: its init, the sshd listener, and the lifeline beside it.
+      return rows.filter(row => row.pid !== 1 && !row.args.includes('[listener]') && !row.args.includes(LIFELINE_LOOP))
     },
     pause: () => container.pause(),
     unpause: () => container.unpause(),

@@ -98,6 +98,16 @@ describe('DshWorldContainer', () => {
     expect(() => new SshdContainer().withSetEnv({ GREETING: 'hello world' })).toThrow('withSetEnv: "GREETING=hello world" cannot be an sshd_config SetEnv entry (names are identifiers; values hold no whitespace, quotes or backslashes)')
   })
 
+  it('keeps its lifeline across restart(), as SshdContainer does: SIGKILL after a restart leaves nothing', async () => {
+    const label = randomUUID()
+    const world = await startFixture('restart-hold', label)
+    const sshd = await startFixture('sshd-restart-hold', label)
+    expect((await containersLabelled(label)).sort()).toEqual([world.id, sshd.id].sort())
+    world.child.kill('SIGKILL')
+    sshd.child.kill('SIGKILL')
+    expect(await gone(label)).toEqual([])
+  })
+
   it('a reusable container started with TESTCONTAINERS_REUSE_ENABLE=false is a fresh one, and keeps its lifeline', async () => {
     const label = randomUUID()
     const { child } = await startFixture('reuse-hold', label, { ...process.env, TESTCONTAINERS_REUSE_ENABLE: 'false' })
