@@ -113,7 +113,7 @@ export class DshWorldContainer extends GenericContainer {
     } else {
       this.createOpts.Cmd = ['sleep', 'infinity']
     }
-    this.withWaitStrategy(new WorldReadyWaitStrategy(settings.user))
+    this.withWaitStrategy(new WorldReadyWaitStrategy(settings.user, settings.mode === 'danger-full-access' ? undefined : settings.workspaceRoot))
     await disableRyukWhenAbsent(this.docker)
     const started = reusable
       ? await withReuseLock(JSON.stringify({ createOpts: this.createOpts, hostConfig: this.hostConfig }), () => super.start())

@@ -13,6 +13,8 @@ import type { BoundPorts, WaitStrategy } from 'testcontainers'
 /** The readiness question, as a POSIX sh script; its answer is this exact line. */
 const QUESTION = 'test -r /proc/self/stat && echo dsh-world-ready'
 const ANSWER = 'dsh-world-ready'
+/** What the question prints when the workspace root is no directory the user may enter. */
+const NO_WORKSPACE = 'dsh-no-workspace-root'
 
 /** How often the world is asked while it does not answer yet (ms). */
 const POLL_MS = 50
@@ -21,8 +23,10 @@ const POLL_MS = 50
 const DEFAULT_STARTUP_TIMEOUT_MS = 60_000
 
 /** Run one exec and collect its output (both streams, multiplexed or not: only the answer matters). */
-async function ask(container: Dockerode.Container, user: string | undefined): Promise<{ output: string; exitCode: number | null }> {
-  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', QUESTION], AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
+async function ask(container: Dockerode.Container, user: string | undefined, workspaceRoot: string | undefined): Promise<{ output: string; exitCode: number | null }> {
+  // The root travels as an argument ($1), never inside the script text.
+  const question = workspaceRoot === undefined ? QUESTION : `{ test -d "$1" && test -x "$1"; } || echo ${NO_WORKSPACE}; ${QUESTION}`
+  const exec = await container.exec({ Cmd: ['/bin/sh', '-c', question, 'sh', ...(workspaceRoot !== undefined ? [workspaceRoot] : [])], AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
   const stream = await exec.start({ hijack: true, stdin: false })
   const output = new PassThrough()
   const chunks: Buffer[] = []
@@ -48,16 +52,22 @@ export class WorldReadyWaitStrategy implements WaitStrategy {
   private startupTimeoutMs = DEFAULT_STARTUP_TIMEOUT_MS
   private startupTimeoutSet = false
   private readonly user: string | undefined
+  private readonly workspaceRoot: string | undefined
 
-  /** @param user - exec user of the question (the world's user); default the container's. */
-  constructor(user?: string) {
+  /**
+   * @param user - exec user of the question (the world's user); default the container's.
+   * @param workspaceRoot - a directory the user must be able to enter (the sandbox's workspace
+   *   root); a world without it fails the start at once.
+   */
+  constructor(user?: string, workspaceRoot?: string) {
     this.user = user
+    this.workspaceRoot = workspaceRoot
   }
 
   /**
    * Ask until the world answers.
    * @throws Error naming the last answer (or the engine's error) when the startup timeout passes,
-   *   and at once when the engine does not know the exec user.
+   *   and at once when the engine does not know the exec user or the workspace root is missing.
    */
   async waitUntilReady(container: Dockerode.Container, _boundPorts: BoundPorts, startTime?: Date): Promise<void> {
     const deadline = (startTime?.getTime() ?? Date.now()) + this.startupTimeoutMs
@@ -65,12 +75,13 @@ export class WorldReadyWaitStrategy implements WaitStrategy {
     for (;;) {
       let answer: { output: string; exitCode: number | null } | undefined
       try {
-        answer = await ask(container, this.user)
+        answer = await ask(container, this.user, this.workspaceRoot)
       } catch (error) {
         last = (error as Error).message
       }
       if (answer !== undefined) {
         const { output, exitCode } = answer
+        if (exitCode === 0 && output.includes(NO_WORKSPACE)) throw new Error(`the world in container ${container.id.slice(0, 12)} has no workspace root ${this.workspaceRoot} that ${this.user ?? 'its user'} may enter`)
         if (exitCode === 0 && output.includes(ANSWER)) return
         last = `exit ${exitCode}: ${JSON.stringify(output.slice(-200))}`
         if (UNKNOWN_USER.test(output)) throw new Error(`the world in container ${container.id.slice(0, 12)} cannot run /bin/sh as ${this.user ?? 'its user'}: ${output.slice(-200)}`)

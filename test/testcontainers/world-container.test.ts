@@ -130,11 +130,12 @@ describe('DshWorldContainer', () => {
 })
 
 describe('WorldReadyWaitStrategy', () => {
-  it('asks the world, not its log: a world whose user cannot run a shell fails the start at once, naming why', async () => {
+  it('asks the world, not its log: a world whose user cannot run a shell, or that lacks its workspace root, fails the start at once, naming why', async () => {
     const started = Date.now()
     await expect(new DshWorldContainer().withUser('no-such-user').start()).rejects.toThrow(/^the world in container [0-9a-f]{12} cannot run \/bin\/sh as no-such-user: .*unable to find user no-such-user/)
     // Not the 60 s startup bound: an unknown user is not a world that is still starting.
     expect(Date.now() - started).toBeLessThan(30_000)
+    await expect(new DshWorldContainer().withUser('1000:1000').withSandbox({ mode: 'read-only', workspaceRoot: '/nonexistent' }).start()).rejects.toThrow(/^the world in container [0-9a-f]{12} has no workspace root \/nonexistent that 1000:1000 may enter$/)
   })
 })
 
