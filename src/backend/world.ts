@@ -16,6 +16,7 @@ import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, Ter
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
 import { randomUUID } from 'node:crypto'
 import type { ResourceEvent, ResourceWatch } from '../providers/remote/resource-events.ts'
+import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
@@ -160,12 +161,11 @@ export function ownerAgent(ctx: Context, rawId: string): Agent {
 
 /**
  * The resource-limit watch of the runtime's world for the terminal with remote pid `pid`, when
- * the runtime offers one (our remote runtimes do); undefined otherwise or when it fails.
+ * the runtime is one of ours (a local runtime has none); undefined otherwise or when it fails.
  */
 async function resourceWatchOf(runtime: SubprocessRuntime, pid: number | undefined): Promise<ResourceWatch | undefined> {
-  const watching = runtime as SubprocessRuntime & { resourceWatch?: (pid?: number) => Promise<ResourceWatch> }
-  if (typeof watching.resourceWatch !== 'function') return undefined
-  return watching.resourceWatch(pid).catch(() => undefined)
+  if (!(runtime instanceof RemoteSubprocessRuntime)) return undefined
+  return runtime.resourceWatch(pid).catch(() => undefined)
 }
 
 /**

@@ -5,10 +5,11 @@
  * world (the engine execs, `/bin/sh` runs, `/proc` is there), so that is what is asked.
  * @module dsh-remote-worlds/testcontainers/world-ready
  */
-import { PassThrough } from 'node:stream'
+import { once } from 'node:events'
 import { setTimeout as delay } from 'node:timers/promises'
 import type Dockerode from 'dockerode'
 import type { BoundPorts, WaitStrategy } from 'testcontainers'
+import { demuxDockerStream } from '../providers/docker/demux.ts'
 
 /** The readiness question, as a POSIX sh script; its answer is this exact line. */
 const QUESTION = 'test -r /proc/self/stat && echo dsh-world-ready'
@@ -28,15 +29,12 @@ async function ask(container: Dockerode.Container, user: string | undefined, wor
   const question = workspaceRoot === undefined ? QUESTION : `{ test -d "$1" && test -x "$1"; } || echo ${NO_WORKSPACE}; ${QUESTION}`
   const exec = await container.exec({ Cmd: ['/bin/sh', '-c', question, 'sh', ...(workspaceRoot !== undefined ? [workspaceRoot] : [])], AttachStdout: true, AttachStderr: true, ...(user !== undefined ? { User: user } : {}) })
   const stream = await exec.start({ hijack: true, stdin: false })
-  const output = new PassThrough()
   const chunks: Buffer[] = []
-  output.on('data', (chunk: Buffer) => chunks.push(chunk))
-  container.modem.demuxStream(stream, output, output)
-  await new Promise<void>((resolve, reject) => {
-    stream.once('end', resolve)
-    stream.once('close', resolve)
-    stream.once('error', reject)
-  })
+  const { stdout, stderr } = demuxDockerStream(stream)
+  stdout.on('data', (chunk: Buffer) => chunks.push(chunk))
+  stderr.on('data', (chunk: Buffer) => chunks.push(chunk))
+  // Both end when the exec's stream ends, closes or fails (demux.ts): then every byte is in.
+  await Promise.all([once(stdout, 'end'), once(stderr, 'end')])
   const info = await exec.inspect()
   return { output: Buffer.concat(chunks).toString('utf8').trim(), exitCode: info.ExitCode ?? null }
 }

@@ -10,14 +10,14 @@
 import type { Duplex } from 'node:stream'
 import type Docker from 'dockerode'
 
+/** The lifeline's loop as a POSIX sh fragment, for an entrypoint that starts a service first. */
+export const LIFELINE_LOOP = 'while read -r _; do :; done'
+
 /**
  * The lifeline program: reads stdin until EOF with shell builtins only, so any image with
  * /bin/sh can carry it.
  */
-export const LIFELINE_COMMAND: readonly string[] = ['/bin/sh', '-c', 'while read -r _; do :; done']
-
-/** The lifeline's loop as a POSIX sh fragment, for an entrypoint that starts a service first. */
-export const LIFELINE_LOOP = 'while read -r _; do :; done'
+export const LIFELINE_COMMAND: readonly string[] = ['/bin/sh', '-c', LIFELINE_LOOP]
 
 /**
  * The create options a lifeline needs (merge them last): the lifeline as entrypoint (or

@@ -219,10 +219,13 @@ owndir() {
   [ -d "$_od" ] && [ ! -L "$_od" ] && [ -O "$_od" ]
 }
 
+# hex: stdin as lower-case hex digits, nothing else (any byte survives the line protocol).
+hex() { od -An -v -tx1 | tr -d ' \n'; }
+
 _uid=$(id -u) _owned= _me=0
 st "/proc/$$/stat" && _me=$S_START
 # HOME as hex, so any byte survives the line protocol; "-" when unset or empty.
-_home=$(printf '%s' "$HOME" | od -An -v -tx1 | tr -d ' \n')
+_home=$(printf '%s' "$HOME" | hex)
 # The ready line and the request loop form ONE brace group, parsed whole before any of it runs:
 # the shell reads its program from the same stdin as the requests, in buffered chunks, so a
 # request sent the moment READY appears could otherwise be swallowed as program text by a parse
@@ -239,7 +242,7 @@ while IFS= read -r _req; do
     environ)
       # environ -> ok HEX: this program's initial environment (NUL-separated NAME=VALUE, as hex),
       # i.e. what the remote world's login gives a process; one od+tr fork, asked once per channel.
-      echo "$_id ok $(od -An -v -tx1 < /proc/$$/environ | tr -d ' \n')" ;;
+      echo "$_id ok $(hex < /proc/$$/environ)" ;;
     quit)
       # Only a client that ends on purpose (its sessions torn down) unregisters. EOF, which is
       # also how a dead client's channel ends, leaves the file for the next reaper to judge.
@@ -251,7 +254,7 @@ while IFS= read -r _req; do
     cmdline)
       # cmdline PID START -> ok HEX | gone: the process's argv (NUL-terminated arguments) as hex
       # (one od and one tr fork; asked only while a wrapped program starts).
-      if live "$1" "$2"; then echo "$_id ok $(od -An -v -tx1 < "/proc/$1/cmdline" | tr -d ' \n')"; else echo "$_id gone"; fi ;;
+      if live "$1" "$2"; then echo "$_id ok $(hex < "/proc/$1/cmdline")"; else echo "$_id gone"; fi ;;
     statfile)
       # statfile PATH: parse any file as a stat line (pins the parser on hostile comm names).
       if st "$1"; then echo "$_id ok $S_STATE $S_PPID $S_PGRP $S_SID $S_TTY $S_TPGID $S_START"
@@ -374,7 +377,7 @@ while IFS= read -r _req; do
       if [ "$_pw" = 0 ]; then
         _d=/tmp/dsh-remote-home-$_uid
         [ -d "$_d" ] || mkdir -m 700 "$_d"
-        _ph=$(printf '%s' "$_d" | od -An -v -tx1 | tr -d ' \n')
+        _ph=$(printf '%s' "$_d" | hex)
         if [ -d "$_d" ] && [ ! -L "$_d" ] && [ -O "$_d" ] && chmod 700 "$_d" && [ -w "$_d" ]; then :; else _ph="!$_ph"; fi
       fi
       _lc=$(locale -a </dev/null | tr '\n' ',')
@@ -386,8 +389,8 @@ while IFS= read -r _req; do
       # when empty). The shells of this (world, uid) run in the same container or login
       # session, so these locate their cgroup too (cgroup.ts). Two od+tr forks, asked once per
       # channel.
-      _a=$(od -An -v -tx1 < "/proc/$$/cgroup" | tr -d ' \n')
-      _b=$(while IFS= read -r _l; do case $_l in *' - cgroup '*|*' - cgroup2 '*) printf '%s\n' "$_l" ;; esac; done < "/proc/$$/mountinfo" | od -An -v -tx1 | tr -d ' \n')
+      _a=$(hex < "/proc/$$/cgroup")
+      _b=$(while IFS= read -r _l; do case $_l in *' - cgroup '*|*' - cgroup2 '*) printf '%s\n' "$_l" ;; esac; done < "/proc/$$/mountinfo" | hex)
       echo "$_id ok ${_a:--} ${_b:--}" ;;
     counters)
       # counters N, then N raw lines (paths of small cgroup files) -> ok FIELD...: per file, its
