@@ -13,6 +13,7 @@ import type { Duplex } from 'node:stream'
 import Dockerode from 'dockerode'
 import ssh2 from 'ssh2'
 import { AbstractStartedContainer, GenericContainer, type StartedTestContainer, Wait } from 'testcontainers'
+import { demuxedText } from '../providers/docker/demux.ts'
 import { LIFELINE_LOOP, attachLifeline, lifelineCreateOptions } from '../providers/docker/lifeline.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { shQuote } from '../providers/remote/quote.ts'
@@ -37,6 +38,10 @@ export async function freeLoopbackPort(): Promise<number> {
  */
 export class SshdContainer extends GenericContainer {
   private lifeline: Duplex | undefined
+  /** The created container, for its log when sshd never answers. */
+  private containerId: string | undefined
+  /** The engine, as the SSH world's tests and the Docker runtime reach it (dockerode's default). */
+  private readonly docker = new Dockerode()
   private maxSessions = 10
   private login = 'agent'
   private password: string | undefined
@@ -90,7 +95,8 @@ export class SshdContainer extends GenericContainer {
 
   /** Attach the lifeline between create and start (testcontainers' hook). */
   protected override async containerCreated(containerId: string): Promise<void> {
-    this.lifeline = await attachLifeline(new Dockerode().getContainer(containerId))
+    this.containerId = containerId
+    this.lifeline = await attachLifeline(this.docker.getContainer(containerId))
   }
 
   /**
@@ -141,14 +147,18 @@ export class SshdContainer extends GenericContainer {
     // inside the container), never when a log line was seen: a line printed before the
     // strategy attached could be missed.
     this.withWaitStrategy(Wait.forSuccessfulCommand(`bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && head -c 7 <&3 | grep -q SSH-2.0'`).withStartupTimeout(30_000))
-    await disableRyukWhenAbsent(new Dockerode())
+    await disableRyukWhenAbsent(this.docker)
     try {
       const started = await super.start()
       const fingerprint = fingerprintOf(Buffer.from(host.public.split(' ')[1]!, 'base64'))
       return new StartedSshdContainer(started, { port, login: this.login, clientKeyFile, knownHostsFile, dir, hostPublicKey: host.public, hostKeyFingerprint: fingerprint, clientPrivateKey: client.private, lifeline: this.lifeline })
     } catch (error) {
       rmSync(dir, { recursive: true, force: true })
-      throw error
+      // sshd's own words (it logs to stderr, -e) say why it never answered: a port taken
+      // meanwhile, a config it refused.
+      const log = this.containerId === undefined ? undefined : await this.docker.getContainer(this.containerId).logs({ stdout: true, stderr: true, tail: 20 }).then(buffer => demuxedText(buffer).trim(), () => undefined)
+      if (log === undefined || log.length === 0) throw error
+      throw new Error(`${(error as Error).message}; sshd's log: ${log.slice(-2000)}`, { cause: error })
     }
   }
 }

@@ -70,3 +70,18 @@ export function demuxDockerStream(source: Readable, highWaterMark = 1 << 20): De
   source.once('error', end)
   return { stdout, stderr }
 }
+
+/**
+ * The payloads of a whole multiplexed buffer (a container log read without `follow`), stdout
+ * and stderr frames in their order, as UTF-8 text. A truncated last frame keeps what arrived.
+ */
+export function demuxedText(buffer: Buffer): string {
+  const parts: Buffer[] = []
+  let offset = 0
+  while (offset + 8 <= buffer.length) {
+    const size = buffer.readUInt32BE(offset + 4)
+    parts.push(buffer.subarray(offset + 8, offset + 8 + size))
+    offset += 8 + size
+  }
+  return Buffer.concat(parts).toString('utf8')
+}
