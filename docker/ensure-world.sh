@@ -10,6 +10,10 @@
 #    sources), customised in a chroot, and `docker import`ed (DESIGN.md section 7). Users who can
 #    pull may instead build docker/Dockerfile, which describes the same image.
 #
+# The image carries the hash of its recipe (image-packages.txt and customize-image.sh) as the
+# label dsh-remote-worlds.recipe; an image built from another recipe is rebuilt, so a machine
+# that kept an older image gets a package the suite now needs (vim-tiny, say).
+#
 # Environment: DSH_REMOTE_IMAGE overrides the tag; DSH_REMOTE_REBUILD=1 forces a rebuild.
 set -euo pipefail
 
@@ -17,6 +21,8 @@ IMAGE="${DSH_REMOTE_IMAGE:-dsh-remote-worlds/target:bookworm}"
 STATE="${DSH_REMOTE_STATE:-/var/tmp/dsh-remote-worlds}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$STATE"
+
+RECIPE="$(cat "$HERE/image-packages.txt" "$HERE/customize-image.sh" | sha256sum | cut -c1-16)"
 
 log() { printf '[ensure-world] %s\n' "$*" >&2; }
 
@@ -97,13 +103,19 @@ build_image() {
     --change 'ENV LANG=C.UTF-8' \
     --change 'WORKDIR /root' \
     --change 'CMD ["sleep", "infinity"]' \
+    --change "LABEL dsh-remote-worlds.recipe=$RECIPE" \
     - "$IMAGE" >/dev/null
   rm -rf "$root"
   log "image $IMAGE ready"
 }
 
 ensure_image() {
-  if [ "${DSH_REMOTE_REBUILD:-0}" != 1 ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then return 0; fi
+  if [ "${DSH_REMOTE_REBUILD:-0}" != 1 ]; then
+    local built
+    built=$(docker image inspect --format '{{ index .Config.Labels "dsh-remote-worlds.recipe" }}' "$IMAGE" 2>/dev/null) || built=absent
+    if [ "$built" = "$RECIPE" ]; then return 0; fi
+    if [ "$built" != absent ]; then log "image $IMAGE was built from another recipe (${built:-unlabelled}, now $RECIPE): rebuilding"; fi
+  fi
   build_image
 }
 

@@ -16,7 +16,10 @@ import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, Ter
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
 import { randomUUID } from 'node:crypto'
 import type { ResourceEvent, ResourceWatch } from '../providers/remote/resource-events.ts'
+import type { TerminalScreen } from '../emulator/screen.ts'
+import { ScreenUnavailableError } from '../providers/remote/errors.ts'
 import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
+import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
@@ -115,6 +118,20 @@ export interface WorldTerminal {
   read(offset?: number, count?: number): TerminalReadResult
   /** Top-level status. */
   status(): { kind: 'running' } | { kind: 'exited'; exitCode: number | null; signal: string | null }
+  /**
+   * What the terminal shows now: `{ rows, cols, cursor: { row, col }, altScreen, lines }`
+   * (emulator/screen.ts `TerminalScreen`; 0-based cursor, one trimmed string per row), after
+   * every output byte received so far. `scrollback: n` adds up to n lines that scrolled off.
+   * @throws ScreenUnavailableError when the world keeps no emulator for it (runtime setting
+   *   `terminal: { emulator: false }`, a runtime that is not one of ours) or it was closed.
+   */
+  screen(options?: { scrollback?: number }): Promise<TerminalScreen>
+  /**
+   * Set the window size in character cells: the PTY's (the program gets SIGWINCH) and the
+   * emulator's. terminal-bash keeps its own configured size for nothing else (it never resizes).
+   * @throws ScreenUnavailableError for a runtime that is not one of ours; InvalidArgumentError for a bad size.
+   */
+  resize(rows: number, cols: number): Promise<void>
   /** Close and prove quiescence. */
   close(): Promise<void>
 }
@@ -166,6 +183,17 @@ export function ownerAgent(ctx: Context, rawId: string): Agent {
 async function resourceWatchOf(runtime: SubprocessRuntime, pid: number | undefined): Promise<ResourceWatch | undefined> {
   if (!(runtime instanceof RemoteSubprocessRuntime)) return undefined
   return runtime.resourceWatch(pid).catch(() => undefined)
+}
+
+/**
+ * Our handle of the terminal whose shell has remote pid `pid`.
+ * @throws ScreenUnavailableError when the runtime is not one of ours or the terminal is gone.
+ */
+function remoteHandleOf(runtime: SubprocessRuntime, pid: number | undefined): RemoteTerminalHandle {
+  if (!(runtime instanceof RemoteSubprocessRuntime)) throw new ScreenUnavailableError('this world\'s runtime keeps no terminal emulator (only the Docker and SSH runtimes of dsh-remote-worlds do)')
+  const handle = pid === undefined ? undefined : runtime.terminal(pid)
+  if (handle === undefined) throw new ScreenUnavailableError(`terminal ${pid ?? '(no pid)'} is closed`)
+  return handle
 }
 
 /**
@@ -233,6 +261,8 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
       signal: signal => ctx.terminals.signal(agent, id, signal),
       read: (offset = 0, count = 500) => ctx.terminals.read(agent, id, { offset, count }),
       status: () => ctx.terminals.list(agent).find(snapshot => snapshot.sessionId === id)?.status ?? { kind: 'exited', exitCode: null, signal: null },
+      screen: async screenOptions => remoteHandleOf(runtime, created.pid).screen(screenOptions),
+      resize: async (rows, cols) => remoteHandleOf(runtime, created.pid).resize(rows, cols),
       close: async () => { await ctx.terminals.kill(agent, id) },
     }
   }

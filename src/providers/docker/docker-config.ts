@@ -4,6 +4,7 @@
  * @module dsh-remote-worlds/providers/docker/docker-config
  */
 import { z } from 'zod'
+import { TerminalEmulatorSettings } from '../../emulator/settings.ts'
 import { LocaleSettingSchema } from '../remote/environment.ts'
 
 const positiveInt = z.number().int().positive()
@@ -23,6 +24,12 @@ export const DockerRuntimeConfig = z.object({
    * a locale name sets LANG to it; `false` keeps the world's environment as it is.
    */
   locale: LocaleSettingSchema.optional(),
+  /**
+   * Each terminal's emulator (emulator/settings.ts): `{ emulator?: boolean, replies?: 'answer' |
+   * 'off', scrollback?: lines }`; default: an emulator that answers terminal queries, 200 lines
+   * of scrollback.
+   */
+  terminal: TerminalEmulatorSettings.optional(),
   /** Docker engine socket; default: dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
   socketPath: z.string().min(1).optional(),
   /**

@@ -13,6 +13,7 @@ import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
+import { emulatorChoice } from '../../emulator/settings.ts'
 import { DockerWorld } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions, workspaceOwnerUser } from '../../sandbox/docker-policy.ts'
 import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
@@ -106,6 +107,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
       env: remoteChildEnv(ambient, spec.env),
       control,
       where: world.describe(user),
+      emulator: emulatorChoice(this.config.terminal),
       open: script => world.openTerminal(script, user),
       // Not `!alive()`: a paused container has not ended (see ended()).
       worldEnded: () => world.ended(user),

@@ -18,6 +18,7 @@ export type RemoteWorldErrorCode =
   | 'CLEANUP_FAILED'
   | 'NOT_SUPPORTED'
   | 'WORLD_CLOSED'
+  | 'SCREEN_UNAVAILABLE'
   | 'AUTH_FAILED'
   | 'HOST_KEY_UNKNOWN'
   | 'HOST_KEY_CHANGED'
@@ -135,5 +136,16 @@ export class NotSupportedError extends RemoteWorldError {
 export class WorldClosedError extends RemoteWorldError {
   constructor(message = 'the remote world is closed') {
     super('WORLD_CLOSED', message)
+  }
+}
+
+/**
+ * A terminal's screen cannot be shown: the terminal runs without an emulator (runtime setting
+ * `terminal: { emulator: false }`, or a world that has none, such as the upstream local
+ * provider), the terminal was closed, or its emulator failed (the cause says why).
+ */
+export class ScreenUnavailableError extends RemoteWorldError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('SCREEN_UNAVAILABLE', message, options)
   }
 }

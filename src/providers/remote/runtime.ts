@@ -82,8 +82,16 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * @throws WorldClosedError after disposal; the world's open errors.
    */
   async resourceWatch(pid?: number): Promise<ResourceWatch> {
-    const terminal = pid === undefined ? undefined : [...this.terminals].find(handle => handle.pid === pid)
+    const terminal = pid === undefined ? undefined : this.terminal(pid)
     return ResourceWatch.of(terminal?.controlChannel ?? await this.control())
+  }
+
+  /**
+   * The live terminal whose shell has remote pid `pid` (as `spawnTerminal` returned it), for
+   * what the seam does not carry: its screen and its window size.
+   */
+  terminal(pid: number): RemoteTerminalHandle | undefined {
+    return [...this.terminals].find(handle => handle.pid === pid)
   }
 
   /** A control channel in `world` for removing the spill directory at disposal. */

@@ -13,9 +13,13 @@ import type {
   SubprocessTerminalSignal,
   SubprocessTerminalSpawnSpec,
 } from '@deepseek-ai/dsh-subprocess'
+import { TerminalEmulator } from '../../emulator/host.ts'
+import { ReplyGuard } from '../../emulator/reply-guard.ts'
+import type { TerminalScreen } from '../../emulator/screen.ts'
+import type { EmulatorChoice } from '../../emulator/settings.ts'
 import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
-import { CwdNotFoundError, ExecutableNotFoundError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
@@ -73,6 +77,11 @@ export interface RemoteTerminalStart {
    * judged by {@link worldEnded} alone.
    */
   recoverControl?: (() => Promise<ControlChannel>) | undefined
+  /**
+   * The terminal's emulator (emulator/settings.ts `emulatorChoice`): fed the program's output,
+   * it answers terminal queries (when `replies`) and shows the screen. Undefined: none.
+   */
+  emulator?: EmulatorChoice | undefined
   /** Called once after a successful terminate (the runtime forgets the handle). */
   onTerminated?: ((handle: RemoteTerminalHandle) => void) | undefined
 }
@@ -191,6 +200,12 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
  * A live remote terminal. `output` carries the program's bytes exactly (nothing decoded);
  * `done` resolves with the top-level exit facts, or rejects with {@link TransportError} when
  * the world broke; `output` ends in both cases.
+ *
+ * With an emulator (emulator/host.ts), the same bytes also feed a terminal emulator that plays
+ * the terminal at the far end of the PTY: it answers the program's queries (a cursor position
+ * report where the cursor really is) by writing to the PTY input, and {@link screen} shows
+ * what it displays. When the emulator falls behind by more than its high-water mark, `output`
+ * pauses with it (the program blocks in write(2)), so its memory stays bounded.
  */
 export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /**
@@ -219,6 +234,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
+  /** The terminal emulator, when the start asked for one. */
+  private readonly emulator: TerminalEmulator | undefined
+  /** Drops a harness's second answer to a query the emulator answered (emulator/reply-guard.ts). */
+  private readonly replyGuard = new ReplyGuard()
 
   /** @internal Use {@link startRemoteTerminal}. */
   constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer) {
@@ -228,7 +247,22 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.identity = identity
     this.session = session
     this.pid = identity.pid
-    if (rest.length > 0) this.output.write(rest)
+    const emulator = start.emulator
+    this.emulator = emulator === undefined ? undefined : new TerminalEmulator({
+      rows: start.spec.rows,
+      cols: start.spec.cols,
+      scrollback: emulator.scrollback,
+      replies: emulator.replies,
+      onReply: data => this.reply(data),
+      onBackpressure: paused => {
+        if (paused) transport.output.pause()
+        else transport.output.resume()
+      },
+    })
+    if (rest.length > 0) {
+      this.emulator?.write(rest)
+      this.output.write(rest)
+    }
     const outputEnded = Promise.withResolvers<void>()
     // Everything held is delivered before `done` settles and before `output` ends.
     const ended = (): void => {
@@ -256,11 +290,49 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     return this.control
   }
 
-  /** @inheritdoc */
+  /**
+   * @inheritdoc
+   * A reply to a terminal query that the emulator already answered is dropped from `data`
+   * (emulator/reply-guard.ts): the program gets one answer per query.
+   */
   write(data: string): Promise<void> {
     if (this.exited) return Promise.reject(new Error('terminal process has exited'))
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
-    return this.track(this.transport.write(Buffer.from(data, 'utf8')))
+    const input = this.replyGuard.filter(data)
+    if (input.length === 0) return Promise.resolve()
+    return this.track(this.transport.write(Buffer.from(input, 'utf8')))
+  }
+
+  /**
+   * Set the PTY window size (the program gets SIGWINCH) and the emulator's, in character cells.
+   * @throws InvalidArgumentError for sizes that are not integers from 1 to 10 000.
+   * @throws Error when the terminal exited or is terminating; the transport's error when it is gone.
+   */
+  async resize(rows: number, cols: number): Promise<void> {
+    if (![rows, cols].every(value => Number.isSafeInteger(value) && value > 0 && value <= 10_000)) throw new InvalidArgumentError(`terminal size must be integers from 1 to 10000, got ${rows}x${cols}`)
+    if (this.exited) throw new Error('terminal process has exited')
+    if (this.closing) throw new Error('terminal is terminating')
+    // The emulator first: what the program draws after its SIGWINCH is parsed at the new size.
+    this.emulator?.resize(rows, cols)
+    await this.track(this.transport.resize(rows, cols))
+  }
+
+  /**
+   * What the terminal shows now, after every output byte received so far (see
+   * {@link TerminalScreen}); also after the program exited, until the terminal is terminated.
+   * @param options.scrollback - also return up to this many lines that scrolled off the top.
+   * @throws ScreenUnavailableError when the terminal has no emulator, was terminated, or its
+   *   emulator failed (the cause).
+   */
+  async screen(options: { scrollback?: number } = {}): Promise<TerminalScreen> {
+    if (this.emulator === undefined) throw new ScreenUnavailableError(`terminal ${this.pid} in ${this.start.where} has no emulator (runtime setting terminal.emulator is false)`)
+    try {
+      // Held output is the emulator's too: hand it over first.
+      this.flush()
+      return await this.emulator.screen(options.scrollback ?? 0)
+    } catch (error) {
+      throw new ScreenUnavailableError(`the screen of terminal ${this.pid} in ${this.start.where} is unavailable: ${(error as Error).message}`, { cause: error })
+    }
   }
 
   /** @inheritdoc */
@@ -323,7 +395,15 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       this.exited = true
       this.endOutput()
     }
+    this.emulator?.close()
     this.start.onTerminated?.(this)
+  }
+
+  /** Send an emulator reply to the program, unless the terminal is ending. */
+  private reply(data: string): void {
+    if (this.exited || this.closing) return
+    this.replyGuard.noteAnswered(data)
+    this.transport.write(Buffer.from(data, 'utf8')).catch(() => undefined)
   }
 
   /**
@@ -364,6 +444,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
     this.pending = []
     this.pendingBytes = 0
+    this.emulator?.write(data)
     // Bytes arriving after `output` ended (a transport closed by terminate) have no reader.
     if (!this.output.writableEnded) this.output.write(data)
   }

@@ -4,6 +4,7 @@
  * @module dsh-remote-worlds/providers/ssh/ssh-config
  */
 import { z } from 'zod'
+import { TerminalEmulatorSettings } from '../../emulator/settings.ts'
 import { LocaleSettingSchema } from '../remote/environment.ts'
 
 const stringOrList = z.union([z.string().min(1), z.array(z.string().min(1))])
@@ -23,6 +24,12 @@ export const SshRuntimeConfig = z.object({
    * a locale name sets LANG to it; `false` keeps the world's environment as it is.
    */
   locale: LocaleSettingSchema.optional(),
+  /**
+   * Each terminal's emulator (emulator/settings.ts): `{ emulator?: boolean, replies?: 'answer' |
+   * 'off', scrollback?: lines }`; default: an emulator that answers terminal queries, 200 lines
+   * of scrollback.
+   */
+  terminal: TerminalEmulatorSettings.optional(),
   /** Private key files to offer (as OpenSSH `-i`); default: the config's IdentityFile, else ~/.ssh/id_{ed25519,ecdsa,rsa} that exist. */
   identity: stringOrList.optional(),
   /** Passphrase of encrypted private keys. */

@@ -17,6 +17,7 @@ import type { SessionOwnership } from '../remote/ownership.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
+import { emulatorChoice } from '../../emulator/settings.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
 import { openSshProcess } from './ssh-process.ts'
@@ -116,6 +117,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
           env: remoteChildEnv((await this.environmentOf(lease.connection)).ambient, spec.env),
           control: lease.connection.control,
           where: world.describe(),
+          emulator: emulatorChoice(this.config.terminal),
           open: script => lease.openTerminal(script, spec.rows, spec.cols),
           worldEnded: async () => false,
           recoverControl: () => world.control(),

@@ -1,0 +1,218 @@
+/**
+ * Terminal emulators for remote terminals: the client-side half. Each {@link TerminalEmulator}
+ * is an xterm.js headless terminal living in one worker thread shared by the whole process
+ * (worker.ts), fed the PTY output in order, answering the program's terminal queries and
+ * showing its screen.
+ *
+ * Why a worker: terminal-bash already parses every output byte on the main thread (measured:
+ * 100 MB of `od -v` output through a Docker terminal, 4.0 s of main-thread CPU); xterm.js
+ * parses at ~65 MB/s, which in the same thread added 1.4 s (1.28x the send's time). On a
+ * second thread it runs beside terminal-bash instead of after it.
+ * @module dsh-remote-worlds/emulator/host
+ */
+import { Worker } from 'node:worker_threads'
+import type { HostMessage, WorkerMessage } from './protocol.ts'
+import type { TerminalScreen } from './screen.ts'
+
+/**
+ * Flow control (the xterm.js flow-control guide's watermarks, xtermjs.org/docs/guides/flowcontrol):
+ * output posted to the emulator but not yet parsed above HIGH pauses the PTY output (the
+ * program then blocks in write(2), as with a slow real terminal); parsing back below LOW
+ * resumes it. This bounds the emulator's memory under any flood, whatever the worker's speed.
+ */
+export const EMULATOR_HIGH_WATER_BYTES = 4 * 1024 * 1024
+/** See {@link EMULATOR_HIGH_WATER_BYTES}. */
+export const EMULATOR_LOW_WATER_BYTES = 1024 * 1024
+/** An idle worker (no emulator left) ends after this long (ms); the next emulator starts one again. */
+const IDLE_WORKER_MS = 30_000
+
+/** How one emulator is made. */
+export interface TerminalEmulatorOptions {
+  /** Size in character cells. */
+  rows: number
+  cols: number
+  /** Lines kept above the viewport of the normal buffer. */
+  scrollback: number
+  /** Deliver the emulator's replies (cursor position reports, DA, colours) through `onReply`. */
+  replies: boolean
+  /** A reply for the program: write it to the PTY input. */
+  onReply(data: string): void
+  /** True: stop reading PTY output until called with false (see {@link EMULATOR_HIGH_WATER_BYTES}). */
+  onBackpressure(paused: boolean): void
+}
+
+/** The shared worker and the emulators it serves. */
+class EmulatorWorker {
+  private static current: EmulatorWorker | undefined
+  readonly emulators = new Map<number, TerminalEmulator>()
+  private readonly worker: Worker
+  private nextId = 1
+  private idleTimer: NodeJS.Timeout | undefined
+  private failure: Error | undefined
+
+  /** The process's worker, started when none runs (or the last one failed or went idle). */
+  static shared(): EmulatorWorker {
+    if (EmulatorWorker.current === undefined || EmulatorWorker.current.failure !== undefined) EmulatorWorker.current = new EmulatorWorker()
+    return EmulatorWorker.current
+  }
+
+  private constructor() {
+    // Source checkouts (tests, tsx) run worker.ts through Node's type stripping; the package runs worker.js.
+    const file = import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js'
+    this.worker = new Worker(new URL(file, import.meta.url))
+    // Never what keeps the client alive: terminals and their transports do that.
+    this.worker.unref()
+    this.worker.on('message', (message: WorkerMessage) => this.emulators.get(message.id)?.receive(message))
+    this.worker.on('error', error => this.fail(error))
+    this.worker.on('exit', code => this.fail(new Error(`terminal emulator worker exited (code ${code})`)))
+  }
+
+  post(message: HostMessage): void {
+    if (this.failure === undefined) this.worker.postMessage(message)
+  }
+
+  /** The failure that ended the worker, when it ended. */
+  get failed(): Error | undefined {
+    return this.failure
+  }
+
+  attach(emulator: TerminalEmulator): number {
+    clearTimeout(this.idleTimer)
+    const id = this.nextId++
+    this.emulators.set(id, emulator)
+    return id
+  }
+
+  detach(id: number): void {
+    this.emulators.delete(id)
+    if (this.emulators.size > 0 || this.failure !== undefined) return
+    this.idleTimer = setTimeout(() => {
+      if (this.emulators.size > 0) return
+      if (EmulatorWorker.current === this) EmulatorWorker.current = undefined
+      this.failure = new Error('terminal emulator worker ended: idle')
+      void this.worker.terminate()
+    }, IDLE_WORKER_MS)
+    this.idleTimer.unref()
+  }
+
+  private fail(error: Error): void {
+    if (this.failure !== undefined) return
+    this.failure = error
+    for (const emulator of this.emulators.values()) emulator.receive({ op: 'failed', id: 0, message: error.message })
+    this.emulators.clear()
+  }
+}
+
+/**
+ * One terminal's emulator: feed it the PTY output with {@link write}, in order and complete;
+ * it calls `onReply` with what a terminal would answer (only when `replies` is on) and
+ * `onBackpressure` when its input backs up. {@link screen} resolves after everything written
+ * before it was parsed. An emulator that failed (its worker died) stays failed: `screen`
+ * rejects with the reason, writes are dropped, and the terminal it watches is unaffected.
+ */
+export class TerminalEmulator {
+  private readonly host: EmulatorWorker
+  private readonly id: number
+  private readonly options: TerminalEmulatorOptions
+  private readonly screens = new Map<number, PromiseWithResolvers<TerminalScreen>>()
+  private nextRequest = 1
+  /** Bytes posted but not yet parsed. */
+  private unparsed = 0
+  private paused = false
+  private failure: Error | undefined
+  private closed = false
+
+  constructor(options: TerminalEmulatorOptions) {
+    this.options = options
+    this.host = EmulatorWorker.shared()
+    this.id = this.host.attach(this)
+    this.host.post({ op: 'open', id: this.id, rows: options.rows, cols: options.cols, scrollback: options.scrollback, replies: options.replies })
+  }
+
+  /** Why the emulator no longer works (its worker failed), or undefined. */
+  get failed(): Error | undefined {
+    return this.failure
+  }
+
+  /** Feed PTY output bytes (never modified; copied to the worker). */
+  write(data: Uint8Array): void {
+    if (this.closed || this.failure !== undefined || data.byteLength === 0) return
+    this.unparsed += data.byteLength
+    this.host.post({ op: 'write', id: this.id, data })
+    if (!this.paused && this.unparsed > EMULATOR_HIGH_WATER_BYTES) {
+      this.paused = true
+      this.options.onBackpressure(true)
+    }
+  }
+
+  /** Resize to `rows` x `cols` cells (output posted after this is parsed at the new size). */
+  resize(rows: number, cols: number): void {
+    if (this.closed || this.failure !== undefined) return
+    this.host.post({ op: 'resize', id: this.id, rows, cols })
+  }
+
+  /**
+   * The screen after everything written so far.
+   * @param scrollback - also return up to this many lines scrolled off the top.
+   * @throws Error when the emulator failed or is closed.
+   */
+  screen(scrollback = 0): Promise<TerminalScreen> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    if (this.closed) return Promise.reject(new Error('terminal emulator is closed'))
+    const request = this.nextRequest++
+    const pending = Promise.withResolvers<TerminalScreen>()
+    this.screens.set(request, pending)
+    this.host.post({ op: 'screen', id: this.id, request, scrollback })
+    return pending.promise
+  }
+
+  /** Release the worker's terminal; pending screens reject. Idempotent. */
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    this.host.post({ op: 'close', id: this.id })
+    this.host.detach(this.id)
+    this.rejectAll(new Error('terminal emulator is closed'))
+    this.release()
+  }
+
+  /** @internal A message of the worker for this emulator. */
+  receive(message: WorkerMessage): void {
+    switch (message.op) {
+      case 'reply':
+        if (!this.closed) this.options.onReply(message.data)
+        return
+      case 'parsed':
+        this.unparsed -= message.bytes
+        if (this.paused && this.unparsed < EMULATOR_LOW_WATER_BYTES) this.release()
+        return
+      case 'screen':
+        this.screens.get(message.request)?.resolve(message.screen)
+        this.screens.delete(message.request)
+        return
+      case 'failed': {
+        const error = new Error(`terminal emulator failed: ${message.message}`)
+        if (message.request !== undefined) {
+          this.screens.get(message.request)?.reject(error)
+          this.screens.delete(message.request)
+          return
+        }
+        this.failure = error
+        this.rejectAll(error)
+        // Output must never wait for an emulator that is gone.
+        this.release()
+      }
+    }
+  }
+
+  private release(): void {
+    if (!this.paused) return
+    this.paused = false
+    this.options.onBackpressure(false)
+  }
+
+  private rejectAll(error: Error): void {
+    for (const pending of this.screens.values()) pending.reject(error)
+    this.screens.clear()
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * The messages between the emulator host (host.ts, in the client's main thread) and the
+ * emulator worker (worker.ts). One worker serves every emulator of the process; `id` names
+ * the emulator. Messages of one port arrive in order (worker_threads), so a `screen` request
+ * is answered after every `write` posted before it.
+ * @module dsh-remote-worlds/emulator/protocol
+ */
+import type { TerminalScreen } from './screen.ts'
+
+/** Host to worker. */
+export type HostMessage =
+  | { op: 'open'; id: number; rows: number; cols: number; scrollback: number; replies: boolean }
+  /** Bytes of the PTY output, in order. */
+  | { op: 'write'; id: number; data: Uint8Array }
+  | { op: 'resize'; id: number; rows: number; cols: number }
+  | { op: 'screen'; id: number; request: number; scrollback: number }
+  | { op: 'close'; id: number }
+
+/** Worker to host. */
+export type WorkerMessage =
+  /** A reply the emulator sends to the program (PTY input), e.g. a cursor position report. */
+  | { op: 'reply'; id: number; data: string }
+  /** `bytes` more of the emulator's input were parsed (flow control). */
+  | { op: 'parsed'; id: number; bytes: number }
+  | { op: 'screen'; id: number; request: number; screen: TerminalScreen }
+  | { op: 'failed'; id: number; request?: number; message: string }
