@@ -1,2 +1,0 @@
-export interface Foo { a: number }
-export function hello(x: Foo): string { return `hi ${x.a}` }
