@@ -35,11 +35,18 @@ export interface TerminalEmulatorOptions {
   scrollback: number
   /** Deliver the emulator's replies (cursor position reports, DA, colours) through `onReply`. */
   replies: boolean
+}
+
+/** Where an emulator's outputs go (see {@link TerminalEmulator.connect}). */
+export interface TerminalEmulatorSink {
   /** A reply for the program: write it to the PTY input. */
   onReply(data: string): void
   /** True: stop reading PTY output until called with false (see {@link EMULATOR_HIGH_WATER_BYTES}). */
   onBackpressure(paused: boolean): void
 }
+
+/** How long a starting worker may take to load (ms); beyond it the emulator fails. */
+export const EMULATOR_START_BOUND_MS = 10_000
 
 /** The shared worker and the emulators it serves. */
 class EmulatorWorker {
@@ -49,11 +56,22 @@ class EmulatorWorker {
   private nextId = 1
   private idleTimer: NodeJS.Timeout | undefined
   private failure: Error | undefined
+  private readonly started = Promise.withResolvers<void>()
 
   /** The process's worker, started when none runs (or the last one failed or went idle). */
   static shared(): EmulatorWorker {
     if (EmulatorWorker.current === undefined || EmulatorWorker.current.failure !== undefined) EmulatorWorker.current = new EmulatorWorker()
     return EmulatorWorker.current
+  }
+
+  /**
+   * Resolves once the worker loaded its modules (xterm.js; ~100 ms from TypeScript source,
+   * less from the package's JavaScript); rejects when it failed or took longer than
+   * {@link EMULATOR_START_BOUND_MS}. Output posted earlier waits in the port meanwhile, so
+   * only replies are late, which is why a terminal's start waits for this.
+   */
+  get ready(): Promise<void> {
+    return this.started.promise
   }
 
   private constructor() {
@@ -62,7 +80,17 @@ class EmulatorWorker {
     this.worker = new Worker(new URL(file, import.meta.url))
     // Never what keeps the client alive: terminals and their transports do that.
     this.worker.unref()
-    this.worker.on('message', (message: WorkerMessage) => this.emulators.get(message.id)?.receive(message))
+    this.started.promise.catch(() => undefined)
+    const bound = setTimeout(() => this.fail(new Error(`terminal emulator worker did not start within ${EMULATOR_START_BOUND_MS} ms`)), EMULATOR_START_BOUND_MS)
+    bound.unref()
+    this.worker.on('message', (message: WorkerMessage) => {
+      if (message.op === 'ready') {
+        clearTimeout(bound)
+        this.started.resolve()
+        return
+      }
+      this.emulators.get(message.id)?.receive(message)
+    })
     this.worker.on('error', error => this.fail(error))
     this.worker.on('exit', code => this.fail(new Error(`terminal emulator worker exited (code ${code})`)))
   }
@@ -98,22 +126,32 @@ class EmulatorWorker {
   private fail(error: Error): void {
     if (this.failure !== undefined) return
     this.failure = error
+    this.started.reject(error)
+    void this.worker.terminate()
     for (const emulator of this.emulators.values()) emulator.receive({ op: 'failed', id: 0, message: error.message })
     this.emulators.clear()
   }
 }
 
 /**
+ * Start the shared worker now when none runs, so the first terminal does not wait for it (a
+ * runtime calls this at construction). Never throws; a failure shows in the emulators made later.
+ */
+export function warmEmulatorWorker(): void {
+  EmulatorWorker.shared()
+}
+
+/**
  * One terminal's emulator: feed it the PTY output with {@link write}, in order and complete;
- * it calls `onReply` with what a terminal would answer (only when `replies` is on) and
- * `onBackpressure` when its input backs up. {@link screen} resolves after everything written
+ * after {@link connect}, it calls `onReply` with what a terminal would answer (only when
+ * `replies` is on) and `onBackpressure` when its input backs up. {@link screen} resolves after everything written
  * before it was parsed. An emulator that failed (its worker died) stays failed: `screen`
  * rejects with the reason, writes are dropped, and the terminal it watches is unaffected.
  */
 export class TerminalEmulator {
   private readonly host: EmulatorWorker
   private readonly id: number
-  private readonly options: TerminalEmulatorOptions
+  private sink: TerminalEmulatorSink | undefined
   private readonly screens = new Map<number, PromiseWithResolvers<TerminalScreen>>()
   private nextRequest = 1
   /** Bytes posted but not yet parsed. */
@@ -123,10 +161,22 @@ export class TerminalEmulator {
   private closed = false
 
   constructor(options: TerminalEmulatorOptions) {
-    this.options = options
     this.host = EmulatorWorker.shared()
     this.id = this.host.attach(this)
     this.host.post({ op: 'open', id: this.id, rows: options.rows, cols: options.cols, scrollback: options.scrollback, replies: options.replies })
+  }
+
+  /**
+   * Resolves when the emulator's worker runs (see EmulatorWorker.ready).
+   * @throws Error when the worker failed to start.
+   */
+  get ready(): Promise<void> {
+    return this.host.ready
+  }
+
+  /** Send replies and backpressure to `sink` from now on. */
+  connect(sink: TerminalEmulatorSink): void {
+    this.sink = sink
   }
 
   /** Why the emulator no longer works (its worker failed), or undefined. */
@@ -141,7 +191,7 @@ export class TerminalEmulator {
     this.host.post({ op: 'write', id: this.id, data })
     if (!this.paused && this.unparsed > EMULATOR_HIGH_WATER_BYTES) {
       this.paused = true
-      this.options.onBackpressure(true)
+      this.sink?.onBackpressure(true)
     }
   }
 
@@ -180,7 +230,7 @@ export class TerminalEmulator {
   receive(message: WorkerMessage): void {
     switch (message.op) {
       case 'reply':
-        if (!this.closed) this.options.onReply(message.data)
+        if (!this.closed) this.sink?.onReply(message.data)
         return
       case 'parsed':
         this.unparsed -= message.bytes
@@ -208,7 +258,7 @@ export class TerminalEmulator {
   private release(): void {
     if (!this.paused) return
     this.paused = false
-    this.options.onBackpressure(false)
+    this.sink?.onBackpressure(false)
   }
 
   private rejectAll(error: Error): void {

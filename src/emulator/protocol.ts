@@ -18,6 +18,8 @@ export type HostMessage =
 
 /** Worker to host. */
 export type WorkerMessage =
+  /** The worker loaded its modules and takes messages (posted once, first). */
+  | { op: 'ready'; id: 0 }
   /** A reply the emulator sends to the program (PTY input), e.g. a cursor position report. */
   | { op: 'reply'; id: number; data: string }
   /** `bytes` more of the emulator's input were parsed (flow control). */

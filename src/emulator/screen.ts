@@ -31,7 +31,9 @@ export interface TerminalScreen {
  */
 export function readScreen(terminal: Terminal, scrollbackLines = 0): TerminalScreen {
   const buffer = terminal.buffer.active
-  const text = (y: number): string => buffer.getLine(y)?.translateToString(true) ?? ''
+  // translateToString(true) trims only cells never written; programs that paint a row (vim's
+  // `~` lines) write real spaces, which are trimmed here too.
+  const text = (y: number): string => (buffer.getLine(y)?.translateToString(true) ?? '').replace(/ +$/, '')
   const lines: string[] = []
   for (let row = 0; row < terminal.rows; row++) lines.push(text(buffer.baseY + row))
   const screen: TerminalScreen = {

@@ -99,3 +99,5 @@ port.on('message', (message: HostMessage) => {
     post({ op: 'failed', id: message.id, ...(message.op === 'screen' ? { request: message.request } : {}), message: (error as Error).message })
   }
 })
+
+post({ op: 'ready', id: 0 })

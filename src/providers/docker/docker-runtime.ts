@@ -13,6 +13,7 @@ import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
+import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import { DockerWorld } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions, workspaceOwnerUser } from '../../sandbox/docker-policy.ts'
@@ -62,6 +63,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const parsed = parseRuntimeConfig(DockerRuntimeConfig, config, 'Docker')
     super(ctx, 'docker', { reapOrphans: parsed.reapOrphans })
     this.config = parsed
+    // The terminals' emulator worker loads while the world opens (emulator/host.ts).
+    if (emulatorChoice(parsed.terminal) !== undefined) warmEmulatorWorker()
     this.extras = extras
     const { policy, image } = parsed
     this.createOptions = policy !== undefined && image !== undefined

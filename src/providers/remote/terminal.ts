@@ -124,7 +124,18 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   const { spec, control, where } = start
   spec.signal?.throwIfAborted()
   const wrapper = buildStartWrapper(spec.argv, spec.cwd, { ...start.env, [SESSION_TAG_VARIABLE]: start.tag }, { rows: spec.rows, cols: spec.cols })
-  const transport = await start.open(wrapper.script)
+  // Made first so its worker loads while the PTY starts; awaited with the start marker, so the
+  // program's first query is answered at once. A worker that fails leaves the terminal working
+  // without replies; screen() then names the failure.
+  const emulator = start.emulator === undefined ? undefined : new TerminalEmulator({ rows: spec.rows, cols: spec.cols, ...start.emulator })
+  const emulatorReady = emulator?.ready.catch(() => undefined)
+  let transport: TerminalTransport
+  try {
+    transport = await start.open(wrapper.script)
+  } catch (error) {
+    emulator?.close()
+    throw error
+  }
   const scanner = new BoundaryScanner(wrapper.nonce)
   const marker = Promise.withResolvers<{ pid: number; starttime: number; rest: Buffer }>()
   const onData = (chunk: Buffer): void => {
@@ -156,8 +167,10 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     const resize = transport.resize(spec.rows, spec.cols).catch(() => undefined)
     started = await marker.promise
     await resize
+    await emulatorReady
   } catch (error) {
     transport.close()
+    emulator?.close()
     throw error
   } finally {
     transport.output.off('data', onData)
@@ -174,6 +187,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     : stat === undefined && started.starttime > 0 ? started.starttime : undefined
   if (starttime === undefined) {
     transport.close()
+    emulator?.close()
     throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace${started.starttime === 0 ? ' or already exited' : ''})`)
   }
   const outer = { pid: started.pid, starttime }
@@ -183,10 +197,11 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
       program = await findWrappedProgram(control, outer, start.program, WRAPPED_PROGRAM_BOUND_MS)
     } catch (error) {
       transport.close()
+      emulator?.close()
       throw error
     }
   }
-  const handle = new RemoteTerminalHandle(transport, start, program, outer, started.rest)
+  const handle = new RemoteTerminalHandle(transport, start, program, outer, started.rest, emulator)
   if (spec.signal?.aborted === true) {
     await handle.terminate().catch(() => undefined)
     throw spec.signal.reason
@@ -240,19 +255,15 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly replyGuard = new ReplyGuard()
 
   /** @internal Use {@link startRemoteTerminal}. */
-  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer) {
+  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator) {
     this.transport = transport
     this.start = start
     this.control = start.control
     this.identity = identity
     this.session = session
     this.pid = identity.pid
-    const emulator = start.emulator
-    this.emulator = emulator === undefined ? undefined : new TerminalEmulator({
-      rows: start.spec.rows,
-      cols: start.spec.cols,
-      scrollback: emulator.scrollback,
-      replies: emulator.replies,
+    this.emulator = emulator
+    emulator?.connect({
       onReply: data => this.reply(data),
       onBackpressure: paused => {
         if (paused) transport.output.pause()

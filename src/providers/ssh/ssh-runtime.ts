@@ -17,6 +17,7 @@ import type { SessionOwnership } from '../remote/ownership.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
+import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
@@ -69,6 +70,8 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     const parsed = parseRuntimeConfig(SshRuntimeConfig, config, 'SSH')
     super(ctx, 'ssh', { reapOrphans: parsed.reapOrphans })
     this.config = parsed
+    // The terminals' emulator worker loads while the world opens (emulator/host.ts).
+    if (emulatorChoice(parsed.terminal) !== undefined) warmEmulatorWorker()
     this.extras = extras
     parseSshTarget(this.config.target)
   }

@@ -1,0 +1,260 @@
+/**
+ * The terminal protocol in remote worlds (issue 12), as a world-neutral suite over openWorld:
+ * the emulator at the far end of the PTY answers the program's terminal queries from its own
+ * state, and shows the screen of full-screen and redrawing programs. terminal-bash runs with
+ * its default settle tuning (a silence settle takes 3 s, so `stdin_read` comes from the
+ * stdin-wait proof) and a 24-row terminal, so screens are small enough to state exactly.
+ */
+import { createRequire } from 'node:module'
+import { expect, it } from 'vitest'
+import type { RemoteWorld, TimedSendResult, WorldTerminal } from '../../src/backend/world.ts'
+import type { TerminalScreen } from '../../src/emulator/screen.ts'
+import type { TerminalEmulatorSettings } from '../../src/emulator/settings.ts'
+import { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
+import type { RemoteTerminalHandle } from '../../src/providers/remote/terminal.ts'
+
+/**
+ * Opens a composed world with 24x160 terminals (the width is terminal-bash's default; at TERM=dumb
+ * readline scrolls a command line longer than the width sideways) with these emulator settings;
+ * the caller disposes it.
+ */
+export type OpenProtocolWorld = (settings?: TerminalEmulatorSettings) => Promise<RemoteWorld>
+
+const XTERM_VERSION: string = createRequire(import.meta.url)('@xterm/headless/package.json').version
+
+/** Send and expect the proof-based settle; returns the result for its output. */
+async function expectStdinRead(terminal: WorldTerminal, text: string, options: { submit?: boolean } = {}): Promise<TimedSendResult> {
+  const result = await terminal.send(text, options)
+  expect(result.waitReason, `${text}\n${JSON.stringify(result.viewport)}`).toBe('stdin_read')
+  return result
+}
+
+/**
+ * The lines a send printed: what follows the last echo of its command line (readline may
+ * redraw it, after a SIGWINCH say), without blank lines and the prompt that followed.
+ */
+function printed(result: TimedSendResult, text: string): string[] {
+  const lines = result.viewport.replace(/\r/g, '').split('\n')
+  const echo = lines.findLastIndex(line => line.endsWith(text))
+  return lines.slice(echo + 1).filter(line => line.trim() !== '' && line !== 'dsh> ')
+}
+
+/** Send, expect the proof-based settle, and return what the send printed. */
+async function run(terminal: WorldTerminal, text: string): Promise<string[]> {
+  return printed(await expectStdinRead(terminal, text), text)
+}
+
+/** Poll the screen (every 20 ms, at most 5 s) until `done` holds; returns that screen. */
+async function screenWhen(terminal: WorldTerminal, done: (screen: TerminalScreen) => boolean): Promise<TerminalScreen> {
+  let screen = await terminal.screen()
+  for (let i = 0; i < 250 && !done(screen); i++) {
+    await new Promise(resolve => setTimeout(resolve, 20))
+    screen = await terminal.screen()
+  }
+  return screen
+}
+
+/** Our handle of a WorldTerminal (for what the seam does not carry: a harness's own writes). */
+function handleOf(world: RemoteWorld, terminal: WorldTerminal): RemoteTerminalHandle {
+  if (!(world.runtime instanceof RemoteSubprocessRuntime)) throw new Error('not a remote runtime')
+  const handle = world.runtime.terminal(terminal.pid!)
+  if (handle === undefined) throw new Error(`no live terminal ${terminal.pid}`)
+  return handle
+}
+
+/**
+ * Register the cases (call inside a `describe`).
+ * @param open - opens a fresh world for each case.
+ */
+export function terminalProtocolCases(open: OpenProtocolWorld): void {
+  const withTerminal = (name: string, body: (terminal: WorldTerminal, world: RemoteWorld) => Promise<void>, settings?: TerminalEmulatorSettings): void => {
+    it(name, async () => {
+      const world = await open(settings)
+      try {
+        const terminal = await world.open({ cwd: '/tmp' })
+        await body(terminal, world)
+        await terminal.close()
+      } finally {
+        await world.dispose()
+      }
+    })
+  }
+
+  withTerminal('a cursor position query is answered at once, and the next send reaches the shell (the issue\'s input)', async terminal => {
+    const text = `printf '\\033[6n'; read -rs -d R pos; echo "got \${#pos}"`
+    const asked = await expectStdinRead(terminal, text)
+    expect(asked.ms).toBeLessThan(1000)
+    expect(printed(asked, text)).toEqual(['got 5'])
+    expect(await run(terminal, 'echo after')).toEqual(['after'])
+  })
+
+  withTerminal('the cursor position report says where the cursor is (DSR 6 after CUP 5;7)', async terminal => {
+    await run(terminal, `printf '\\033[2J\\033[5;7H\\033[6n'; read -rs -d R pos; printf '\\033[12;1Hpos=%s\\n' "\${pos#*[}"`)
+    expect((await terminal.screen()).lines[11]).toBe('pos=5;7')
+  })
+
+  withTerminal('DSR 5, DA1, DA2, DECRQM, XTVERSION and CSI 18 t are answered from the emulator', async terminal => {
+    const ask = async (query: string, delimiter: string): Promise<string> => {
+      return (await run(terminal, `printf '${query}'; read -rs -d '${delimiter}' r; printf '%q\\n' "$r"`)).at(-1)!
+    }
+    expect(await ask('\\033[5n', 'n')).toBe("$'\\E[0'")
+    expect(await ask('\\033[c', 'c')).toBe("$'\\E[?1;2'")
+    expect(await ask('\\033[>c', 'c')).toBe("$'\\E[>0;276;0'")
+    expect(await ask('\\033[?1049$p', 'y')).toBe("$'\\E[?1049;2$'")
+    expect(await ask('\\033[?1049h\\033[?1049$p', 'y')).toBe("$'\\E[?1049;1$'")
+    await expectStdinRead(terminal, "printf '\\033[?1049l'")
+    expect(await ask('\\033[>q', '\\')).toBe(`$'\\EP>|xterm.js(${XTERM_VERSION})\\E'`)
+    expect(await ask('\\033[18t', 't')).toBe("$'\\E[8;24;160'")
+  })
+
+  withTerminal('OSC 10, 11 and 4 report the colours, also after a program set and reset them', async terminal => {
+    const ask = async (query: string): Promise<string> => {
+      return (await run(terminal, `printf '\\033]${query}\\007'; read -rs -d $'\\a' r; printf '%q\\n' "$r"`)).at(-1)!
+    }
+    expect(await ask('10;?')).toBe("$'\\E]10;rgb:ffff/ffff/ffff'")
+    expect(await ask('11;?')).toBe("$'\\E]11;rgb:0000/0000/0000'")
+    expect(await ask('4;1;?')).toBe("$'\\E]4;1;rgb:cccc/0000/0000'")
+    expect(await ask('4;196;?')).toBe("$'\\E]4;196;rgb:ffff/0000/0000'")
+    await expectStdinRead(terminal, "printf '\\033]11;rgb:12/34/56\\007\\033]4;1;#00ff00\\007'")
+    expect(await ask('11;?')).toBe("$'\\E]11;rgb:1212/3434/5656'")
+    expect(await ask('4;1;?')).toBe("$'\\E]4;1;rgb:0000/ffff/0000'")
+    await expectStdinRead(terminal, "printf '\\033]111\\007\\033]104\\007'")
+    expect(await ask('11;?')).toBe("$'\\E]11;rgb:0000/0000/0000'")
+    expect(await ask('4;1;?')).toBe("$'\\E]4;1;rgb:cccc/0000/0000'")
+  })
+
+  withTerminal('a resize reaches the program (SIGWINCH, stty size) and the size reports', async terminal => {
+    await terminal.resize(30, 100)
+    expect(await run(terminal, 'stty size')).toEqual(['30 100'])
+    expect(await run(terminal, `printf '\\033[18t'; read -rs -d t r; printf '%q\\n' "$r"`)).toEqual(["$'\\E[8;30;100'"])
+    const screen = await terminal.screen()
+    expect([screen.rows, screen.cols]).toEqual([30, 100])
+  })
+
+  withTerminal('a query whose program already ended is not answered into the prompt', async terminal => {
+    await expectStdinRead(terminal, "printf '\\033[6n'")
+    expect(await run(terminal, 'echo next')).toEqual(['next'])
+  })
+
+  withTerminal('a harness\'s second answer to a query the emulator answered is dropped: the program reads one', async (terminal, world) => {
+    // The reads are proven terminal reads, so the send settles while the second one waits.
+    await expectStdinRead(terminal, `printf '\\033[6n'; read -rs -d R a; read -t 2 -rs -d R b; echo "first=\${#a} second-status=$?"`)
+    // The harness answers too, after the emulator did (as a newer terminal-bash would).
+    await handleOf(world, terminal).write('\x1b[9;9R')
+    const screen = await screenWhen(terminal, current => current.lines.some(line => line.startsWith('first=')))
+    expect(screen.lines[1]).toBe('first=5 second-status=142')
+  })
+
+  withTerminal('with replies off nothing answers: the read times out', async terminal => {
+    // The read is a proven terminal read: the send settles while it waits for an answer.
+    await expectStdinRead(terminal, `printf '\\033[6n'; read -t 1 -rs -d R pos; echo "status-$?"`)
+    const screen = await screenWhen(terminal, current => current.lines[1] !== '')
+    expect(screen.lines[1]).toBe('status-142')
+  }, { replies: 'off' })
+
+  withTerminal('with replies off a harness\'s own answer reaches the program', async (terminal, world) => {
+    await expectStdinRead(terminal, `printf '\\033[6n'; read -t 5 -rs -d R pos; echo "pos=\${pos#*[}"`)
+    await handleOf(world, terminal).write('\x1b[9;9R')
+    const screen = await screenWhen(terminal, current => current.lines[1] !== '')
+    expect(screen.lines[1]).toBe('pos=9;9')
+  }, { replies: 'off' })
+
+  withTerminal('without an emulator, screen() fails with SCREEN_UNAVAILABLE and nothing answers', async terminal => {
+    await expect(terminal.screen()).rejects.toMatchObject({ name: 'ScreenUnavailableError', code: 'SCREEN_UNAVAILABLE' })
+    await expectStdinRead(terminal, `printf '\\033[6n'; read -t 1 -rs -d R pos; echo "status-$?"`)
+    await new Promise(resolve => setTimeout(resolve, 1500))
+    expect(terminal.read(0, 50).text).toContain('status-142')
+  }, { emulator: false })
+
+  withTerminal('less on a 100-line file shows lines 1..rows-1 and its prompt, on the alternate screen', async terminal => {
+    await expectStdinRead(terminal, 'seq 1 100 > lines.txt')
+    // terminal-bash sets TERM=dumb (line-oriented output); a full-screen program draws with a real TERM.
+    await expectStdinRead(terminal, 'TERM=xterm-256color less lines.txt')
+    const screen = await terminal.screen()
+    expect(screen).toEqual({
+      rows: 24,
+      cols: 160,
+      cursor: { row: 23, col: 9 },
+      altScreen: true,
+      lines: [...Array.from({ length: 23 }, (_, i) => String(i + 1)), 'lines.txt'],
+    })
+    await expectStdinRead(terminal, 'q', { submit: false })
+    expect((await terminal.screen()).altScreen).toBe(false)
+  })
+
+  withTerminal('a resize while less shows the alternate screen redraws it at the new size', async terminal => {
+    await expectStdinRead(terminal, 'seq 1 100 > lines.txt')
+    await expectStdinRead(terminal, 'TERM=xterm-256color less lines.txt')
+    await terminal.resize(30, 100)
+    // less redraws on SIGWINCH: its prompt moves to the new last row.
+    const screen = await screenWhen(terminal, current => current.lines[29] === ':')
+    expect(screen).toEqual({
+      rows: 30,
+      cols: 100,
+      cursor: { row: 29, col: 1 },
+      altScreen: true,
+      lines: [...Array.from({ length: 29 }, (_, i) => String(i + 1)), ':'],
+    })
+    await expectStdinRead(terminal, 'q', { submit: false })
+  })
+
+  withTerminal('a wide character and a cursor move: printf \'\\033[H\\033[2J✅ab\\033[1;3HZ\' shows ✅Zb on row 1', async terminal => {
+    // The read keeps the prompt from drawing over the row while the screen is read.
+    await expectStdinRead(terminal, `printf '\\033[H\\033[2J✅ab\\033[1;3HZ'; read -rs _`)
+    const screen = await terminal.screen()
+    expect(screen.lines[0]).toBe('✅Zb')
+    expect(screen.lines.slice(1)).toEqual(Array.from({ length: 23 }, () => ''))
+    expect(screen.cursor).toEqual({ row: 0, col: 3 })
+    await expectStdinRead(terminal, '')
+  })
+
+  withTerminal('alternate screen, program killed with SIGKILL: altScreen stays true; rmcup brings back the intact normal buffer, reset clears it', async terminal => {
+    await expectStdinRead(terminal, 'echo normal-marker')
+    await expectStdinRead(terminal, `bash -c 'printf "\\033[?1049h\\033[Hin-alt"; read x'`)
+    expect(await terminal.screen()).toMatchObject({ altScreen: true, lines: expect.arrayContaining(['in-alt']) })
+    expect((await terminal.signal('SIGKILL')).delivered).toBe(true)
+    await expectStdinRead(terminal, '')
+    const stale = await terminal.screen()
+    expect(stale.altScreen).toBe(true)
+    expect(stale.lines[0]).toBe('in-altKilled')
+    await expectStdinRead(terminal, 'TERM=xterm-256color tput rmcup')
+    const restored = await terminal.screen()
+    expect(restored.altScreen).toBe(false)
+    expect(restored.lines.slice(0, 3)).toEqual(['dsh> echo normal-marker', 'normal-marker', `dsh> bash -c 'printf "\\033[?1049h\\033[Hin-alt"; read x'`])
+    // reset sends RIS (ESC c): like xterm, a full reset clears the screen; the shell's prompt follows.
+    await expectStdinRead(terminal, `bash -c 'printf "\\033[?1049h\\033[Hin-alt-again"; read x'`)
+    await terminal.signal('SIGKILL')
+    await expectStdinRead(terminal, '')
+    await expectStdinRead(terminal, 'TERM=xterm-256color reset')
+    const reset = await terminal.screen()
+    expect(reset.altScreen).toBe(false)
+    expect(reset.lines.filter(line => line !== '')).toEqual(['dsh>'])
+  })
+
+  withTerminal('a progress bar redrawn with \\r shows only its last state', async terminal => {
+    await expectStdinRead(terminal, `for i in 1 2 3 4 5; do printf '\\rprogress %d/5' $i; sleep 0.05; done; echo`)
+    const screen = await terminal.screen()
+    expect(screen.lines.filter(line => line.includes('progress ') && !line.startsWith('dsh>'))).toEqual(['progress 5/5'])
+  })
+
+  withTerminal('vim (vim-tiny) draws its screen, and keys typed into it edit the file', async terminal => {
+    await expectStdinRead(terminal, 'TERM=xterm-256color vi -u NONE notes.txt')
+    const screen = await terminal.screen()
+    expect(screen.altScreen).toBe(true)
+    expect(screen.lines.slice(1, 23)).toEqual(Array.from({ length: 22 }, () => '~'))
+    expect(screen.lines[23]).toMatch(/^"notes.txt" \[New( File)?\]/)
+    await expectStdinRead(terminal, 'ihello from vim\x1b:wq\r', { submit: false })
+    expect((await terminal.screen()).altScreen).toBe(false)
+    expect(await run(terminal, 'cat notes.txt')).toEqual(['hello from vim'])
+  })
+
+  withTerminal('screen({ scrollback }) returns the lines that scrolled off the top, oldest first', async terminal => {
+    await expectStdinRead(terminal, 'seq 1 60')
+    const screen = await terminal.screen({ scrollback: 5 })
+    // 62 lines were written from the top row (the command, 60 numbers, the prompt) on 24 rows:
+    // the command and 1..37 scrolled off.
+    expect(screen.scrollback).toEqual(['33', '34', '35', '36', '37'])
+    expect(screen.lines[0]).toBe('38')
+    expect(screen.lines[23]).toBe('dsh>')
+  })
+}
