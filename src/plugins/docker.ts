@@ -15,7 +15,9 @@ import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import z from '@deepseek-ai/schemastery'
+import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../providers/docker/docker-runtime.ts'
+import { TerminalSetting, terminalSetting } from './terminal-setting.ts'
 
 /** Cordis plugin name. */
 export const name = 'dsh-remote-worlds-docker'
@@ -39,6 +41,8 @@ export interface Config {
   limits?: { pidsLimit?: number; memoryBytes?: number; nanoCpus?: number; tmpBytes?: number }
   /** End what clients that died left in the container when this one connects (default true). */
   reapOrphans?: boolean
+  /** Each terminal's emulator: `{ emulator?, replies?: 'answer' | 'off', scrollback? }` (src/emulator/settings.ts). */
+  terminal?: TerminalEmulatorSettings
 }
 
 /** Schema of {@link Config}, validated by cordis (and the loader) before {@link apply}. */
@@ -58,6 +62,7 @@ export const Config: z<Config> = z.object({
     tmpBytes: z.natural(),
   }).description('Managed container only: resource limits.'),
   reapOrphans: z.boolean().description('End what clients that died left in the container when this one connects (default true).'),
+  terminal: TerminalSetting,
 })
 
 /** Drop keys whose value is undefined (the runtime's config is strict). */
@@ -73,12 +78,13 @@ function defined<T extends object>(value: T): T {
  * @throws InvalidArgumentError (from the runtime) for a config it cannot use.
  */
 export async function apply(ctx: Context, config: Config): Promise<void> {
-  const { workspace, limits, ...rest } = defined(config)
+  const { workspace, limits, terminal, ...rest } = defined(config)
   // The schema turns an absent object option into `{}`: an empty one is absent.
   const source = workspace?.bind !== undefined ? { bind: workspace.bind } : workspace?.volume !== undefined ? { volume: workspace.volume } : undefined
   const limitValues = limits === undefined ? {} : defined(limits)
   const runtimeConfig: DockerRuntimeConfig = {
     ...rest,
+    ...terminalSetting(terminal),
     ...(source !== undefined ? { workspace: source } : {}),
     ...(Object.keys(limitValues).length > 0 ? { limits: limitValues } : {}),
     ...(config.image !== undefined ? { policy: { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot } } : {}),

@@ -15,7 +15,9 @@
 import '../node-version.ts'
 import type { Context } from '@deepseek-ai/cordis'
 import z from '@deepseek-ai/schemastery'
+import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { SshSubprocessRuntime, type SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'
+import { TerminalSetting, terminalSetting } from './terminal-setting.ts'
 
 /** Cordis plugin name. */
 export const name = 'dsh-remote-worlds-ssh'
@@ -40,6 +42,8 @@ export interface Config {
   keepaliveCountMax?: number
   maxConcurrentConnects?: number
   reapOrphans?: boolean
+  /** Each terminal's emulator: `{ emulator?, replies?: 'answer' | 'off', scrollback? }` (src/emulator/settings.ts). */
+  terminal?: TerminalEmulatorSettings
 }
 
 const stringOrList = z.union([z.string(), z.array(z.string())])
@@ -64,6 +68,7 @@ export const Config: z<Config> = z.object({
   keepaliveCountMax: z.natural().description('Unanswered keepalives before the connection counts as lost.'),
   maxConcurrentConnects: z.natural().description('SSH handshakes in flight at once.'),
   reapOrphans: z.boolean().description('End what clients that died left on the host when this one connects (default true).'),
+  terminal: TerminalSetting,
 })
 
 /**
@@ -73,6 +78,7 @@ export const Config: z<Config> = z.object({
  * @throws InvalidArgumentError (from the runtime) for a config or target it cannot use.
  */
 export async function apply(ctx: Context, config: Config): Promise<void> {
-  const runtimeConfig = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined && value !== null)) as SshRuntimeConfig
+  const { terminal, ...rest } = config
+  const runtimeConfig = { ...Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined && value !== null)), ...terminalSetting(terminal) } as SshRuntimeConfig
   await ctx.plugin(SshSubprocessRuntime, runtimeConfig)
 }

@@ -46,6 +46,9 @@ function patchFile(): string {
         user: agent
         workspace:
           bind: ${workspace}
+        terminal:
+          replies: 'off'
+          scrollback: 50
     - id: sandbox
       name: dsh-remote-worlds/docker/sandbox
     - id: terminal-bash
@@ -92,6 +95,10 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
     expect(ns).not.toBe(readlinkSync('/proc/self/ns/pid'))
     expect(init!.trim()).toBe(`/sbin/docker-init -- ${LIFELINE_COMMAND.join(' ')}`)
     expect([uid, pwd]).toEqual(['1000', '/workspace'])
+    // The plugin's `terminal` option reached the runtime, whose terminal keeps an emulator.
+    const runtime = ctx.get('subprocess') as unknown as { config: { terminal?: unknown }; terminal(pid: number): { screen(): Promise<{ lines: string[] }> } | undefined }
+    expect(runtime.config.terminal).toEqual({ replies: 'off', scrollback: 50 })
+    expect((await runtime.terminal(created.pid!)!.screen()).lines.filter(row => row.startsWith(`host=${host} pid=${pid} `))).toHaveLength(1)
     const effects = await send('touch /workspace/ok && echo ws-ok; touch /etc/denied 2>&1')
     expect(effects).toContain('ws-ok')
     expect(effects).toContain("touch: cannot touch '/etc/denied': Read-only file system")
