@@ -14,6 +14,14 @@
 # label dsh-remote-worlds.recipe; an image built from another recipe is rebuilt, so a machine
 # that kept an older image gets a package the suite now needs (vim-tiny, say).
 #
+#  - PowerShell image `dsh-remote-worlds/target-pwsh:bookworm` (issue 13), when `dotnet` is on
+#    PATH: the project image plus the .NET runtime of this machine's SDK, the PowerShell global
+#    tool (dotnet tool install from NuGet) and Debian's libicu72 (apt-get download), installed by
+#    docker/install-pwsh.sh in a container (no registry, no network) and committed. Its label
+#    dsh-remote-worlds.pwsh-recipe names the base image, the PowerShell version and the install
+#    script's hash; any change rebuilds it. Without dotnet it is not built, and the pwsh tests
+#    say so (they refuse to skip under CI=true). docker/Dockerfile.pwsh is the registry route.
+#
 # Environment: DSH_REMOTE_IMAGE overrides the tag; DSH_REMOTE_REBUILD=1 forces a rebuild.
 set -euo pipefail
 
@@ -22,6 +30,8 @@ STATE="${DSH_REMOTE_STATE:-/var/tmp/dsh-remote-worlds}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$STATE"
 
+PWSH_IMAGE="${DSH_REMOTE_PWSH_IMAGE:-dsh-remote-worlds/target-pwsh:bookworm}"
+POWERSHELL_VERSION=7.6.9
 RECIPE="$(cat "$HERE/image-packages.txt" "$HERE/customize-image.sh" | sha256sum | cut -c1-16)"
 
 log() { printf '[ensure-world] %s\n' "$*" >&2; }
@@ -119,5 +129,64 @@ ensure_image() {
   build_image
 }
 
+# The .NET runtime directory of this machine's dotnet (its `dotnet` host, host/fxr, shared/).
+dotnet_root() { dirname "$(readlink -f "$(command -v dotnet)")"; }
+
+build_pwsh_image() {
+  local recipe=$1 ctx="$STATE/pwsh-context.$$"
+  rm -rf "$ctx"
+  mkdir -p "$ctx/dotnet/shared/Microsoft.NETCore.App"
+  log "installing PowerShell $POWERSHELL_VERSION (dotnet tool install, from NuGet)"
+  dotnet tool install --tool-path "$ctx/tool" PowerShell --version "$POWERSHELL_VERSION" >"$STATE/pwsh-tool.log" 2>&1 || {
+    log "dotnet tool install failed; last log lines:"; tail -n 20 "$STATE/pwsh-tool.log" >&2; return 1; }
+  local payload
+  payload=$(find "$ctx/tool/.store" -path '*/tools/*/any/unix' -type d | head -n 1)
+  [ -n "$payload" ] && [ -f "$payload/pwsh.dll" ] || { log "the PowerShell tool has no unix payload (pwsh.dll) under $ctx/tool/.store"; return 1; }
+  cp -a "$payload" "$ctx/powershell"
+  # The runtime PowerShell's runtimeconfig asks for (Microsoft.NETCore.App of its major version).
+  local root framework runtime
+  root=$(dotnet_root)
+  framework=$(sed -n 's/.*"version": *"\([0-9]*\)\..*/\1/p' "$ctx/powershell/pwsh.runtimeconfig.json" | head -n 1)
+  runtime=$(ls "$root/shared/Microsoft.NETCore.App" | grep "^$framework\." | sort -V | tail -n 1)
+  [ -n "$runtime" ] || { log "this machine's dotnet ($root) has no Microsoft.NETCore.App $framework.x runtime for PowerShell $POWERSHELL_VERSION"; return 1; }
+  cp -a "$root/dotnet" "$root/host" "$ctx/dotnet/"
+  cp -a "$root/shared/Microsoft.NETCore.App/$runtime" "$ctx/dotnet/shared/Microsoft.NETCore.App/"
+  (cd "$ctx" && apt-get download libicu72 >"$STATE/pwsh-icu.log" 2>&1) || {
+    if [ ! -f "$STATE/apt-updated" ]; then apt-get update -qq >&2 && touch "$STATE/apt-updated"; fi
+    (cd "$ctx" && apt-get download libicu72 >"$STATE/pwsh-icu.log" 2>&1) || {
+      log "apt-get download libicu72 failed:"; tail -n 5 "$STATE/pwsh-icu.log" >&2; return 1; }
+  }
+  mv "$ctx"/libicu72_*.deb "$ctx/libicu.deb"
+  cp "$HERE/install-pwsh.sh" "$ctx/"
+  log "building $PWSH_IMAGE from $IMAGE (.NET $runtime, PowerShell $POWERSHELL_VERSION)"
+  local container
+  container=$(docker create --network none -u 0 -v "$ctx:/ctx:ro" "$IMAGE" /bin/sh /ctx/install-pwsh.sh /ctx)
+  if ! docker start -a "$container" >&2; then
+    docker rm -f "$container" >/dev/null; rm -rf "$ctx"; log "installing PowerShell in the image failed"; return 1
+  fi
+  docker commit --change "LABEL dsh-remote-worlds.pwsh-recipe=$recipe" --change 'CMD ["sleep", "infinity"]' "$container" "$PWSH_IMAGE" >/dev/null
+  docker rm "$container" >/dev/null
+  rm -rf "$ctx"
+  log "image $PWSH_IMAGE ready"
+}
+
+ensure_pwsh_image() {
+  if ! command -v dotnet >/dev/null; then
+    log "dotnet is not on PATH: $PWSH_IMAGE is not built (the pwsh tests report why they skip)"
+    return 0
+  fi
+  local recipe built
+  recipe="$(docker image inspect --format '{{.Id}}' "$IMAGE" | cut -c8-19)-$POWERSHELL_VERSION-$(sha256sum <"$HERE/install-pwsh.sh" | cut -c1-12)"
+  built=$(docker image inspect --format '{{ index .Config.Labels "dsh-remote-worlds.pwsh-recipe" }}' "$PWSH_IMAGE" 2>/dev/null) || built=absent
+  if [ "${DSH_REMOTE_REBUILD:-0}" != 1 ] && [ "$built" = "$recipe" ]; then return 0; fi
+  # Outside CI a failed PowerShell build leaves the bash world usable (the pwsh tests then say
+  # why they skip); under CI=true the pwsh tests must run, so it fails here.
+  build_pwsh_image "$recipe" || {
+    if [ "${CI:-}" = true ]; then return 1; fi
+    log "warning: $PWSH_IMAGE was not built (above); the pwsh tests will skip"
+  }
+}
+
 ensure_engine
 ensure_image
+ensure_pwsh_image

@@ -24,6 +24,16 @@ import type { SandboxCompanion } from '../sandbox/companion.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
 export interface TerminalTuning {
+  /**
+   * The shell's dialect: `'bash'` (default) or `'pwsh'` (PowerShell; terminal-bash then runs
+   * `shellPath -NoLogo -NoProfile` and sets its prompt function). The program must exist IN the
+   * world (`pwsh` in the image `dsh-remote-worlds/target-pwsh:bookworm`, docker/ensure-world.sh).
+   */
+  shellDialect?: 'bash' | 'pwsh'
+  /** The shell program in the world (default: /bin/bash, or `pwsh` for the pwsh dialect). */
+  shellPath?: string
+  /** Its arguments (default: the dialect's). */
+  shellArgs?: string[]
   pollIntervalMs?: number
   exactProbeAfterMs?: number
   idleSilenceMs?: number

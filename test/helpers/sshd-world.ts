@@ -81,6 +81,8 @@ export interface SshdContainerOptions {
    * masked and read-only /proc paths forbid mounting a new /proc.
    */
   hostConfig?: Docker.HostConfig
+  /** The image sshd runs in (default {@link TARGET_IMAGE}); it needs openssh-server and `agent`. */
+  image?: string
 }
 
 /** HostConfig under which bubblewrap works in the world (`--security-opt seccomp=unconfined --security-opt systempaths=unconfined`). */
@@ -104,7 +106,7 @@ export async function startSshdWorld(specs: readonly [SshdSpec] | readonly SshdS
   if (specs.length !== 1) throw new Error('startSshdWorld: one sshd per world')
   const spec = specs[0]!
   const password = `pw-${Math.random().toString(36).slice(2)}`
-  const started = await new TestSshdContainer(TARGET_IMAGE)
+  const started = await new TestSshdContainer(options.image ?? TARGET_IMAGE)
     .withMaxSessions(spec.maxSessions ?? 10)
     .withSetEnv(spec.setEnv ?? {})
     .withPassword(password)

@@ -1,0 +1,16 @@
+/**
+ * The pwsh dialect in the Docker world (test/helpers/pwsh-cases.ts): upstream terminal-bash with
+ * `shellDialect: 'pwsh'` running PowerShell in a managed container of the pwsh image, as agent.
+ * Skipped, with the reason in the title, only where the pwsh image could not be built; never under CI=true.
+ */
+import { describe } from 'vitest'
+import { openWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { pwshCases } from '../helpers/pwsh-cases.ts'
+import { PWSH_IMAGE, PWSH_TERMINAL, pwshImageAvailability } from '../helpers/pwsh-world.ts'
+
+const image = await pwshImageAvailability()
+
+describe.skipIf(!image.available)(`pwsh in a Docker container, as agent${image.available ? '' : ` (skipped: ${image.reason})`}`, () => {
+  pwshCases(() => openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: PWSH_IMAGE, user: 'agent' }, workspaceRoot: '/tmp', terminal: PWSH_TERMINAL }))
+})

@@ -1,0 +1,99 @@
+/**
+ * The pwsh dialect of the UNCHANGED upstream terminal-bash on a remote world (issue 13), as a
+ * world-neutral suite over openWorld with the default settle tuning: a silence settle takes
+ * 3 s, so a `stdin_read` under a second comes from the stdin-wait proof. PowerShell's line
+ * editor (PSReadLine) re-renders the input line on every key; under terminal-bash's TERM=dumb
+ * the terminal has no cursor motion, so the echo of a send shows as growing prefixes
+ * (`RRead-HoRead-Host...`). Outputs are therefore read after the line that ends with the command.
+ */
+import { expect, it } from 'vitest'
+import type { RemoteWorld, TimedSendResult, WorldTerminal } from '../../src/backend/world.ts'
+import { sessionLeftovers } from '../../src/cli/run.ts'
+
+/** Opens a composed world whose terminals run pwsh (the caller disposes it). */
+export type OpenPwshWorld = () => Promise<RemoteWorld>
+
+/**
+ * The lines a send printed after the echo of `text` (the first line ending with it: the output
+ * may end with it too, as `ada` answering Read-Host), without blank lines and prompts.
+ */
+function printed(result: TimedSendResult, text: string): string[] {
+  const lines = result.viewport.replace(/\r/g, '').split('\n')
+  const echo = lines.findIndex(line => line.endsWith(text))
+  return lines.slice(echo + 1).filter(line => line.trim() !== '' && line !== 'dsh> ')
+}
+
+/** Send, expect a proven settle well under the 3 s silence rule, and return what it printed. */
+async function proven(terminal: WorldTerminal, text: string): Promise<string[]> {
+  const result = await terminal.send(text)
+  expect(result.waitReason, `${text}\n${JSON.stringify(result.viewport)}`).toBe('stdin_read')
+  expect(result.ms).toBeLessThan(1500)
+  return printed(result, text)
+}
+
+/**
+ * Register the cases (call inside a `describe`).
+ * @param open - opens a fresh world for each case.
+ */
+export function pwshCases(open: OpenPwshWorld): void {
+  const withTerminal = (name: string, body: (terminal: WorldTerminal, world: RemoteWorld) => Promise<void>): void => {
+    it(name, async () => {
+      const world = await open()
+      try {
+        const terminal = await world.open({ cwd: '/tmp' })
+        await body(terminal, world)
+        if (terminal.status().kind === 'running') await terminal.close()
+      } finally {
+        await world.dispose()
+      }
+    })
+  }
+
+  withTerminal('Get-Location prints the working directory, and a variable persists to the next send', async terminal => {
+    expect(await proven(terminal, 'Get-Location')).toEqual(['Path', '----', '/tmp'])
+    expect(await proven(terminal, '$x = 6 * 7; $x')).toEqual(['42'])
+    expect(await proven(terminal, '$x')).toEqual(['42'])
+  })
+
+  withTerminal('Read-Host settles stdin_read, proven on the thread .NET reads the console with; the next send answers it', async terminal => {
+    const asked = await terminal.send("Read-Host 'name'")
+    expect(asked.waitReason).toBe('stdin_read')
+    expect(asked.ms).toBeLessThan(1000)
+    expect(asked.viewport.endsWith('name: ')).toBe(true)
+    expect(await proven(terminal, 'ada')).toEqual(['ada'])
+  })
+
+  withTerminal('Start-Sleep 30 cancelled returns to the prompt by a real SIGINT to the foreground group', async terminal => {
+    const sleeping = terminal.startSend('Start-Sleep 30')
+    await new Promise(resolve => setTimeout(resolve, 500))
+    const cancelledAt = performance.now()
+    expect(sleeping.cancel()).toBe(true)
+    const result = await sleeping.done
+    expect(result.waitReason).toBe('stdin_read')
+    expect(performance.now() - cancelledAt).toBeLessThan(1500)
+    expect(await proven(terminal, '"status=$?"')).toEqual(['status=False'])
+  })
+
+  withTerminal('UTF-8 output is intact', async terminal => {
+    expect(await proven(terminal, "'中文 ok'")).toEqual(['中文 ok'])
+  })
+
+  withTerminal('a native child reading the terminal (bash -c \'read x; echo got-$x\') settles stdin_read; the next send reaches it', async terminal => {
+    expect(await proven(terminal, "bash -c 'read x; echo got-$x'")).toEqual([])
+    expect(await proven(terminal, 'hello')).toEqual(['got-hello'])
+  })
+
+  withTerminal('exit 3 ends the session with status 3', async terminal => {
+    const result = await terminal.send('exit 3')
+    expect(result.waitReason).toBe('session_exit')
+    expect(result.sessionStatus).toEqual({ kind: 'exited', exitCode: 3, signal: null })
+  })
+
+  withTerminal('close ends pwsh and a native program it started in the background: nothing of the session is left', async (terminal, world) => {
+    expect(await proven(terminal, '$p = Start-Process -PassThru sleep 100; "started=$($p.HasExited)"')).toEqual(['started=False'])
+    const shell = terminal.pid!
+    expect((await sessionLeftovers(world, shell)).length).toBeGreaterThanOrEqual(2)
+    await terminal.close()
+    expect(await sessionLeftovers(world, shell)).toEqual([])
+  })
+}
