@@ -14,14 +14,14 @@ cp -a "$ctx/dotnet" /usr/share/dotnet
 mkdir -p /opt/microsoft/powershell
 cp -a "$ctx/powershell" /opt/microsoft/powershell/7
 if [ -f "$ctx/libicu.deb" ]; then dpkg -i "$ctx/libicu.deb" >/dev/null; fi
-# The global tool's own `pwsh` is a shim that starts `dotnet pwsh.dll` as a CHILD process, so
-# the terminal's published pid would be the shim's and Ctrl-C and the foreground probe would
-# meet two processes. This launcher execs the runtime instead: pwsh runs as this very process.
-cat >/usr/local/bin/pwsh <<'LAUNCHER'
-#!/bin/sh
-exec /usr/share/dotnet/dotnet /opt/microsoft/powershell/7/pwsh.dll "$@"
-LAUNCHER
-chmod 755 /usr/local/bin/pwsh
+# NuGet's extraction leaves the payload owner-only executable: every user runs PowerShell.
+chmod -R a+rX /opt/microsoft/powershell/7
+chmod 755 /opt/microsoft/powershell/7/pwsh
+# The payload's `pwsh` is a .NET apphost (it finds the runtime in /usr/share/dotnet) and is what
+# PowerShell starts for Start-Job ($PSHOME/pwsh). The global tool's own `pwsh` command, by
+# contrast, is a shim that starts `dotnet pwsh.dll` as a CHILD process, so a terminal's
+# published pid would be the shim's and Ctrl-C and the foreground probe would meet two processes.
+ln -sf /opt/microsoft/powershell/7/pwsh /usr/local/bin/pwsh
 grep -qx /usr/local/bin/pwsh /etc/shells || echo /usr/local/bin/pwsh >>/etc/shells
-# PowerShell's first start builds caches under the user's home; nothing else is needed.
+# A smoke check: the build fails here when PowerShell cannot start in the image.
 /usr/local/bin/pwsh -NoLogo -NoProfile -Command '$PSVersionTable.PSVersion.ToString()' >/dev/null
