@@ -113,7 +113,7 @@ targetOptions(program.command('run'))
   })
 
 targetOptions(program.command('doctor'))
-  .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown) and list what clients that died left there')
+  .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown, terminal replies) and list what clients that died left there')
   .option('--json', 'print the findings as JSON')
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
   .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean }) => {
@@ -122,7 +122,7 @@ targetOptions(program.command('doctor'))
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
     await withWorld(target, async world => {
       const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
-      const checks = await diagnose(world, target.cwd)
+      const checks = await diagnose(world, target.cwd, { terminal: target.terminal })
       const inspected = sandboxReportOf(world.ctx)
       const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
       process.stdout.write(`${flags.json === true
