@@ -6,6 +6,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import type { RemoteWorld } from '../backend/world.ts'
+import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
@@ -37,10 +38,12 @@ async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number
 }
 
 /**
- * Run every check on `world` (a scratch terminal is opened in `cwd` and closed).
+ * Run every check on `world` (scratch terminals are opened in `cwd` and closed).
+ * @param options.terminal - the runtime setting `terminal` the world was opened with (the
+ *   CLI's `--replies`, `--no-emulator`, `--scrollback`), for the `terminal replies` check.
  * @returns the findings in order; a check that could not run is reported as not ok.
  */
-export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorCheck[]> {
+export async function diagnose(world: RemoteWorld, cwd: string, options: { terminal?: TerminalEmulatorSettings | undefined } = {}): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = []
   const runtime = controlledRuntime(world)
   const control = await runtime.control()
@@ -140,7 +143,47 @@ export async function diagnose(world: RemoteWorld, cwd: string): Promise<DoctorC
   } finally {
     await terminal?.terminate().catch(() => undefined)
   }
+  checks.push(await terminalRepliesCheck(world, cwd, options.terminal).catch((error: unknown) => ({ name: 'terminal replies', ok: false, detail: `could not run the check: ${(error as Error).message}` })))
   return checks
+}
+
+/** The question of the `terminal replies` check: a cursor position query (DSR 6), then the answer's length. */
+const CURSOR_QUERY = 'printf \'\\033[6n\'; read -rs -d R pos; echo "got-${#pos}"'
+
+/**
+ * The CLI flag that keeps a world's terminals from answering terminal queries, or undefined
+ * when they answer (the default).
+ */
+function repliesOffFlag(settings: TerminalEmulatorSettings | undefined): string | undefined {
+  if (settings?.emulator === false) return '--no-emulator'
+  if (settings?.replies === 'off') return '--replies off'
+  return undefined
+}
+
+/**
+ * The `terminal replies` check: on a fresh shell of the world (terminal-bash, in `cwd`), a
+ * cursor position query must be answered: the send prints `got-N` with N > 0 and settles
+ * `stdin_read` at the prompt. Without replies (`--replies off`, `--no-emulator`) nothing is
+ * asked, and the check is not ok, naming the flag.
+ * @returns the finding; `detail` e.g. `cursor position report answered in 170 ms (xterm.js headless emulator)`,
+ *   the time of the whole send (query, answer, `echo`, back at the prompt).
+ * @throws the world's errors opening, using or closing the shell.
+ */
+export async function terminalRepliesCheck(world: RemoteWorld, cwd: string, settings: TerminalEmulatorSettings | undefined): Promise<DoctorCheck> {
+  const name = 'terminal replies'
+  const off = repliesOffFlag(settings)
+  if (off !== undefined) return { name, ok: false, detail: `not answered (${off}): programs that ask the terminal something (a cursor position, colours, device attributes) wait for an answer that never comes` }
+  const terminal = await world.open({ cwd })
+  try {
+    const result = await terminal.send(CURSOR_QUERY)
+    const length = Number(/^got-(\d+)\r?$/m.exec(result.viewport)?.[1] ?? 0)
+    const ms = Math.round(result.ms)
+    return length > 0 && result.waitReason === 'stdin_read'
+      ? { name, ok: true, detail: `cursor position report answered in ${ms} ms (xterm.js headless emulator)` }
+      : { name, ok: false, detail: `a cursor position query was not answered: the send settled ${result.waitReason} after ${ms} ms with output ${JSON.stringify(result.viewport)}; programs that ask the terminal something wait` }
+  } finally {
+    await terminal.close()
+  }
 }
 
 /**

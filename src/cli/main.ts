@@ -3,10 +3,11 @@
  * `dsh-remote-worlds`: persistent, interruptible agent shells in containers and on remote hosts.
  *   demo                   a short real agent session in a throwaway container (the default)
  *   shell                  interactive: each line is a send; Ctrl-C cancels with a real SIGINT
- *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG)
+ *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG, @screen)
  *   doctor                 what this world can prove, and why not where it cannot
  * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed) |
  *   --ssh [user@]host[:port] (with --identity FILE, --known-hosts FILE); --user; --cwd.
+ * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
  * @module dsh-remote-worlds/cli/main
  */
 // First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
@@ -35,6 +36,9 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
     .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--ssh'))
     .addOption(new Option('--locale <name>', 'LANG of the shell and its programs: auto (default: your UTF-8 LANG or C.UTF-8 when the world has it and names none), off (the world\'s own), or a locale name'))
+    .addOption(new Option('--replies <answer|off>', 'answer the terminal queries programs ask (cursor position, colours, device attributes) from the terminal emulator (answer, the default), or leave them unanswered (off)'))
+    .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
+    .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
 }
 
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
@@ -66,7 +70,7 @@ program.command('demo', { isDefault: true })
   })
 
 targetOptions(program.command('shell'))
-  .description('interactive persistent shell: each line is a send; Ctrl-C cancels the running command')
+  .description('interactive persistent shell: each line is a send (a line @screen shows the screen instead); Ctrl-C cancels the running command')
   .action(async (flags: TargetFlags) => {
     const target = resolveTarget(flags)
     process.stderr.write(`opening ${target.description} ...\n`)
@@ -82,7 +86,7 @@ targetOptions(program.command('shell'))
 targetOptions(program.command('run'))
   .description('run a script, one send per line')
   .requiredOption('--script <file>', 'script file, or - for stdin')
-  .option('--json', 'print one JSON object per step: i, line, text, waitReason, sessionStatus, output, truncated, ms, and events when the world counted a resource-limit kill')
+  .option('--json', 'print one JSON object per step: i, line, text, waitReason, sessionStatus, output, truncated, ms, events when the world counted a resource-limit kill, and screen when a program holds the alternate screen or the send settled by inferred_idle or timeout; an @screen step: i, line, text, and screen or screenError')
   .action(async (flags: TargetFlags & { script: string; json?: boolean }) => {
     const steps = parseScript(await readScript(flags.script))
     const target = resolveTarget(flags)
@@ -109,7 +113,7 @@ targetOptions(program.command('run'))
   })
 
 targetOptions(program.command('doctor'))
-  .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown) and list what clients that died left there')
+  .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown, terminal replies) and list what clients that died left there')
   .option('--json', 'print the findings as JSON')
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
   .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean }) => {
@@ -118,7 +122,7 @@ targetOptions(program.command('doctor'))
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
     await withWorld(target, async world => {
       const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
-      const checks = await diagnose(world, target.cwd)
+      const checks = await diagnose(world, target.cwd, { terminal: target.terminal })
       const inspected = sandboxReportOf(world.ctx)
       const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
       process.stdout.write(`${flags.json === true

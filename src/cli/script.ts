@@ -4,6 +4,7 @@
  *   @raw TEXT               send TEXT without Enter
  *   @cancel-after MS TEXT   send TEXT and Enter, cancel the send after MS ms (a real SIGINT)
  *   @signal SIG             signal the foreground process group (SIGINT, SIGTERM, SIGKILL, SIGTSTP, SIGHUP)
+ *   @screen                 show what the terminal shows now (its emulator's screen)
  *   # ...                   comment; blank lines are skipped
  * @module dsh-remote-worlds/cli/script
  */
@@ -15,6 +16,7 @@ export type ScriptStep =
   | { kind: 'send'; text: string; submit: boolean; line: number }
   | { kind: 'cancel-after'; text: string; afterMs: number; line: number }
   | { kind: 'signal'; signal: TerminalSignal; line: number }
+  | { kind: 'screen'; line: number }
 
 const SIGNALS: readonly TerminalSignal[] = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP']
 
@@ -22,7 +24,8 @@ const SIGNALS: readonly TerminalSignal[] = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIG
  * Parse a script.
  * @param source - the script text (UTF-8 decoded).
  * @returns the steps in order.
- * @throws InvalidArgumentError naming the line for an unknown directive, a bad delay or signal.
+ * @throws InvalidArgumentError naming the line for an unknown directive, a bad delay or signal,
+ *   or an argument given to `@screen`.
  */
 export function parseScript(source: string): ScriptStep[] {
   const steps: ScriptStep[] = []
@@ -55,6 +58,10 @@ export function parseScript(source: string): ScriptStep[] {
         steps.push({ kind: 'signal', signal: name, line })
         return
       }
+      case '@screen':
+        if (rest.trim().length > 0) throw new InvalidArgumentError(`script line ${line}: @screen takes no argument, got ${JSON.stringify(rest)}`)
+        steps.push({ kind: 'screen', line })
+        return
       default:
         throw new InvalidArgumentError(`script line ${line}: unknown directive ${directive}`)
     }

@@ -1,12 +1,29 @@
 /**
  * `dsh-remote-worlds shell`: an interactive persistent shell. Each line typed is one send; its output
  * streams as it arrives; Ctrl-C cancels the active send with a real SIGINT to the remote
- * foreground group; each send ends with its wait reason and time.
+ * foreground group; each send ends with its wait reason and time. A line that is exactly
+ * `@screen` is not sent: it shows what the terminal shows (as `run`'s `@screen` step does).
  * @module dsh-remote-worlds/cli/shell
  */
 import { createInterface } from 'node:readline'
 import type { TerminalSendOperation } from '@deepseek-ai/dsh-terminal'
 import type { WorldTerminal } from '../backend/world.ts'
+import { describeScreen, framedScreen, screenOrReason } from './run.ts'
+
+/** The typed line that shows the screen instead of being sent. */
+export const SCREEN_COMMAND = '@screen'
+
+/**
+ * Write the terminal's screen to `output`: `@screen  40x160, cursor 3:7, normal screen` and
+ * its lines framed `    | ` (run.ts `formatRecord`), or `! screen unavailable: REASON`.
+ * @throws the terminal's errors other than ScreenUnavailableError.
+ */
+export async function printScreen(terminal: WorldTerminal, output: NodeJS.WritableStream): Promise<void> {
+  const screen = await screenOrReason(terminal)
+  output.write(typeof screen === 'string'
+    ? `! screen unavailable: ${screen}\n`
+    : `${[`${SCREEN_COMMAND}  ${describeScreen(screen)}`, ...framedScreen(screen)].join('\n')}\n`)
+}
 
 /**
  * Drive `terminal` from `input` until EOF, `exit` ending the shell, or a second Ctrl-C at the prompt.
@@ -31,6 +48,10 @@ export async function interactiveShell(terminal: WorldTerminal, input: NodeJS.Re
   output.write(terminal.motd)
   for await (const line of rl) {
     interruptedAtPrompt = false
+    if (line === SCREEN_COMMAND) {
+      await printScreen(terminal, output)
+      continue
+    }
     const started = performance.now()
     const operation = terminal.startSend(line)
     active = operation

@@ -15,6 +15,7 @@ import type { SessionOwnership } from '../providers/remote/ownership.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
+import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
@@ -44,6 +45,12 @@ export interface TargetFlags {
   workspace?: string
   /** `auto` (default), `off`, or a locale name (providers/remote/environment.ts `LocaleSetting`). */
   locale?: string
+  /** `--replies answer|off`: whether the emulator answers the program's terminal queries (default answer). */
+  replies?: string
+  /** false with `--no-emulator` (commander's negated flag; true or absent otherwise). */
+  emulator?: boolean
+  /** `--scrollback LINES`: lines the emulator keeps above the screen (0 to 10000). */
+  scrollback?: string
 }
 
 /** A runtime that can hand out its control channel (both worlds implement this). */
@@ -68,6 +75,28 @@ export interface Target {
   prepare(): Promise<void>
   /** A managed container, created for the target's mode (`--mode`, default danger-full-access). */
   managed: boolean
+  /**
+   * The runtime setting `terminal` the flags asked for (emulator/settings.ts), also in
+   * `world.runtimeConfig`; undefined without terminal flags (the defaults: an emulator that answers).
+   */
+  terminal: TerminalEmulatorSettings | undefined
+}
+
+/**
+ * The runtime setting `terminal` of `--replies`, `--no-emulator` and `--scrollback`:
+ * `{ emulator: false }`, or `{ replies?, scrollback? }`; undefined when none is given.
+ * @throws InvalidArgumentError for a `--replies` other than answer or off, a `--scrollback`
+ *   that is not a whole number from 0 to 10000, or either of them with `--no-emulator`.
+ */
+export function terminalSettings(flags: Pick<TargetFlags, 'replies' | 'emulator' | 'scrollback'>): TerminalEmulatorSettings | undefined {
+  if (flags.replies !== undefined && flags.replies !== 'answer' && flags.replies !== 'off') throw new InvalidArgumentError(`--replies ${flags.replies}: use answer (the emulator answers the program's terminal queries) or off (nobody does)`)
+  if (flags.scrollback !== undefined && !(/^\d+$/.test(flags.scrollback) && Number(flags.scrollback) <= MAX_SCROLLBACK_LINES)) throw new InvalidArgumentError(`--scrollback ${flags.scrollback}: a number of lines from 0 to ${MAX_SCROLLBACK_LINES}`)
+  if (flags.emulator === false) {
+    if (flags.replies !== undefined || flags.scrollback !== undefined) throw new InvalidArgumentError('--replies and --scrollback configure the terminal emulator, and --no-emulator runs none: drop one or the other')
+    return { emulator: false }
+  }
+  if (flags.replies === undefined && flags.scrollback === undefined) return undefined
+  return { ...(flags.replies !== undefined ? { replies: flags.replies } : {}), ...(flags.scrollback !== undefined ? { scrollback: Number(flags.scrollback) } : {}) }
 }
 
 /**
@@ -93,7 +122,7 @@ export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
 /**
  * Resolve flags to a target. Without `--docker`, a managed throwaway container is run from
  * `--image` (default: the project image, built when missing).
- * @throws InvalidArgumentError for conflicting flags.
+ * @throws InvalidArgumentError for conflicting flags, or bad terminal flags ({@link terminalSettings}).
  */
 export function resolveTarget(flags: TargetFlags): Target {
   if ([flags.docker, flags.image, flags.ssh].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE or --ssh [USER@]HOST[:PORT]')
@@ -102,6 +131,9 @@ export function resolveTarget(flags: TargetFlags): Target {
   const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
   const locale = flags.locale === undefined ? {} : { locale: flags.locale === 'off' ? false : flags.locale }
+  const terminal = terminalSettings(flags)
+  // The runtime config's `locale` and `terminal`, as given (absent: the world's defaults).
+  const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}) }
   /** The workspace in the remote world: --workspace, else --cwd, else the user's usual place. */
   const remoteWorkspace = (login: string | undefined): string => flags.workspace ?? flags.cwd ?? (login === 'root' || login === '0' || (login === undefined && (flags.mode ?? 'danger-full-access') === 'danger-full-access') ? '/root' : '/tmp')
   if (flags.ssh !== undefined) {
@@ -115,7 +147,7 @@ export function resolveTarget(flags: TargetFlags): Target {
           ...(user !== undefined ? { user } : {}),
           ...(flags.identity !== undefined ? { identity: flags.identity } : {}),
           ...(flags.knownHosts !== undefined ? { knownHosts: flags.knownHosts } : {}),
-          ...locale,
+          ...shell,
         },
         workspaceRoot: remoteWorkspace(login),
         ...mode,
@@ -123,15 +155,17 @@ export function resolveTarget(flags: TargetFlags): Target {
       cwd: flags.cwd ?? remoteWorkspace(login),
       prepare: async () => {},
       managed: false,
+      terminal,
     }
   }
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,
-      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...locale }, workspaceRoot: remoteWorkspace(user), ...mode },
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...shell }, workspaceRoot: remoteWorkspace(user), ...mode },
       cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
       managed: false,
+      terminal,
     }
   }
   const image = flags.image ?? DEFAULT_IMAGE
@@ -158,13 +192,14 @@ export function resolveTarget(flags: TargetFlags): Target {
     description: `managed container from ${image}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} at ${MANAGED_WORKSPACE}` : ''}`,
     world: {
       runtime: DockerSubprocessRuntime as never,
-      runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}), ...locale },
+      runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}), ...shell },
       workspaceRoot,
       ...mode,
     },
     cwd: flags.cwd ?? workspaceRoot,
     prepare: () => image === DEFAULT_IMAGE ? ensureDockerWorld(image) : Promise.resolve(),
     managed: true,
+    terminal,
   }
 }
 

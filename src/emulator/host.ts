@@ -78,8 +78,6 @@ class EmulatorWorker {
     // Source checkouts (tests, tsx) run worker.ts through Node's type stripping; the package runs worker.js.
     const file = import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js'
     this.worker = new Worker(new URL(file, import.meta.url))
-    // Never what keeps the client alive: terminals and their transports do that.
-    this.worker.unref()
     this.started.promise.catch(() => undefined)
     const bound = setTimeout(() => this.fail(new Error(`terminal emulator worker did not start within ${EMULATOR_START_BOUND_MS} ms`)), EMULATOR_START_BOUND_MS)
     bound.unref()
@@ -93,6 +91,10 @@ class EmulatorWorker {
     })
     this.worker.on('error', error => this.fail(error))
     this.worker.on('exit', code => this.fail(new Error(`terminal emulator worker exited (code ${code})`)))
+    // Never what keeps the client alive: terminals and their transports do that. After the
+    // listeners: adding a 'message' listener refs the worker again (a CLI would then wait out
+    // IDLE_WORKER_MS after its last terminal closed before it exits).
+    this.worker.unref()
   }
 
   post(message: HostMessage): void {

@@ -2,7 +2,8 @@
  * The `dsh-remote-worlds` CLI end to end: `doctor` attached to an existing container proves every
  * readiness and teardown fact as root and as the non-root user; `demo` runs a session in a
  * throwaway container, proves nothing is left, and removes the container; bad targets fail
- * with a typed error and exit code 2.
+ * with a typed error and exit code 2; `run`'s `@screen` step and the screens of its sends,
+ * `shell`'s `@screen` line, and the terminal flags (`--replies`, `--no-emulator`).
  */
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -18,6 +19,9 @@ import { startTestContainer } from './helpers.ts'
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const docker = new Docker()
 let container: Docker.Container
+
+/** One `run --json` record, as far as these tests read it. */
+interface RunRecord { i: number; text: string; waitReason?: string; output?: string; screen?: { rows: number; cols: number; cursor: { row: number; col: number }; altScreen: boolean; lines: string[] }; screenError?: string }
 
 async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -53,11 +57,13 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
       ['signal delivery', true],
       ['terminal reads beyond fd 0', true],
       ['teardown proof', true],
+      ['terminal replies', true],
     ])
     const detail = (name: string): string | undefined => report.checks.find(check => check.name === name)?.detail
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)
     expect(detail('terminal reads beyond fd 0')).toMatch(/^a read of \/dev\/tty on fd 3 \(group \d+\) is proven too/)
+    expect(detail('terminal replies')).toMatch(/^cursor position report answered in \d+ ms \(xterm\.js headless emulator\)$/)
     expect(report.checks[0]!.detail).toContain(`uid ${user === 'root' ? 0 : 1000}, arch x86_64`)
     // This machine's kernel keeps memory and pids in cgroup v1; the container sets no limits.
     expect(report.checks[2]!.detail).toBe('cgroup v1: watching /sys/fs/cgroup/memory/memory.oom_control (oom_kill) and /sys/fs/cgroup/pids/pids.events (max); no memory limit, no pids limit')
@@ -200,4 +206,122 @@ describe('dsh-remote-worlds doctor on a managed container', () => {
     expect(stdout).toContain('workspace-write: available with --mode workspace-write --workspace HOST_DIR')
     expect(stdout).not.toContain('NOT available')
   }, 120_000)
+})
+
+describe('dsh-remote-worlds run: screens', () => {
+  const files: string[] = []
+  /** A script file with these lines (removed after the tests). */
+  const script = (...lines: string[]): string => {
+    const file = join(tmpdir(), `dsh-remote-screen-${process.pid}-${files.length}.txt`)
+    writeFileSync(file, `${lines.join('\n')}\n`)
+    files.push(file)
+    return file
+  }
+  const run = (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => cli(['run', '--docker', container.id, '--user', 'agent', '--cwd', '/tmp', ...args])
+  const records = (stdout: string): RunRecord[] => stdout.trim().split('\n').map(line => JSON.parse(line) as RunRecord)
+  const blankRows = (count: number): string[] => Array.from({ length: count }, () => '')
+  // A full-screen program in miniature: enters the alternate screen, draws, waits for a line, leaves.
+  const fullScreen = "printf '\\033[?1049h\\033[H\\033[2Jalt-screen-text'; read -rs x; printf '\\033[?1049l'"
+
+  afterAll(() => {
+    for (const file of files) rmSync(file, { force: true })
+  })
+
+  it('--json: a send into the alternate screen and @screen carry the screen; after the program left it, @screen shows the normal screen', async () => {
+    // `done` answers the read (a blank line would be skipped: scripts skip blank lines).
+    const { code, stdout } = await run('--json', '--script', script(fullScreen, '@screen', 'done', '@screen'))
+    const [send, shown, answer, after] = records(stdout)
+    const alternate = { rows: 40, cols: 160, cursor: { row: 0, col: 15 }, altScreen: true, lines: ['alt-screen-text', ...blankRows(39)] }
+    expect(send!.screen).toEqual(alternate)
+    expect(shown).toEqual({ i: 2, line: 2, text: '@screen', screen: alternate })
+    expect([answer!.text, answer!.waitReason, 'screen' in answer!]).toEqual(['done', 'stdin_read', false])
+    // The shell's prompt wrote its trailing space, so the row keeps it (only untouched cells are trimmed).
+    expect(after).toEqual({ i: 4, line: 4, text: '@screen', screen: { rows: 40, cols: 160, cursor: { row: 1, col: 5 }, altScreen: false, lines: [`dsh> ${fullScreen}`, 'dsh> ', ...blankRows(38)] } })
+    expect(code).toBe(0)
+  })
+
+  it('--json: a send that settles inferred_idle carries the screen; one that settles at the prompt does not', async () => {
+    const { code, stdout } = await run('--json', '--script', script('echo hi', 'sleep 4'))
+    const [echo, sleep] = records(stdout)
+    expect([echo!.waitReason, 'screen' in echo!]).toEqual(['stdin_read', false])
+    expect(sleep!.waitReason).toBe('inferred_idle')
+    expect(sleep!.screen).toEqual({ rows: 40, cols: 160, cursor: { row: 3, col: 0 }, altScreen: false, lines: ['dsh> echo hi', 'hi', 'dsh> sleep 4', ...blankRows(37)] })
+    expect(code).toBe(0)
+  })
+
+  it('shows humans the framed screen of @screen and of a send into the alternate screen', async () => {
+    const { code, stdout } = await run('--script', script(fullScreen, '@screen', 'done'))
+    const lines = stdout.split('\n')
+    const step = (i: number): number => lines.findIndex(line => line.startsWith(`[${i}] `))
+    const sendScreen = lines.indexOf('    screen: 40x160, cursor 0:15, alternate screen')
+    expect(sendScreen > step(1) && sendScreen < step(2)).toBe(true)
+    expect(lines.slice(sendScreen + 1, step(2))).toEqual(['    | alt-screen-text'])
+    expect(lines.slice(step(2), step(3))).toEqual(['[2] @screen  40x160, cursor 0:15, alternate screen', '    | alt-screen-text'])
+    expect(code).toBe(0)
+  })
+
+  it('--no-emulator: @screen says why there is no screen, and the run goes on', async () => {
+    const file = script('@screen', 'echo still-here')
+    const json = await run('--no-emulator', '--json', '--script', file)
+    const pid = Number(/shell pid (\d+)/.exec(json.stderr)![1])
+    const reason = `terminal ${pid} in docker container ${container.id.slice(0, 12)} as agent has no emulator (runtime setting terminal.emulator is false)`
+    const [shown, echo] = records(json.stdout)
+    expect(shown).toEqual({ i: 1, line: 1, text: '@screen', screenError: reason })
+    expect(echo!.output).toBe('echo still-here\nstill-here\ndsh> ')
+    expect(json.code).toBe(0)
+    const human = await run('--no-emulator', '--script', file)
+    const humanPid = Number(/shell pid (\d+)/.exec(human.stdout)![1])
+    expect(human.stdout.split('\n').slice(1, 3)).toEqual(['[1] @screen', `    ! screen unavailable: ${reason.replace(`terminal ${pid} `, `terminal ${humanPid} `)}`])
+    expect(human.code).toBe(0)
+  })
+
+  it.each([
+    ['answers a cursor position query by default', [], 'status-0'],
+    ['--replies off leaves it unanswered: the read times out', ['--replies', 'off'], 'status-142'],
+  ])('%s', async (_what, flags, status) => {
+    // The first @screen waits for the process's emulator worker to run (its cold start is
+    // ~0.5 s under tsx), so the query is not answered late. A read waiting on the terminal
+    // settles the query's send as stdin_read at once; the empty @raw (nothing typed) then
+    // waits for the prompt, so the status line lands in one of the two records.
+    const { code, stdout } = await run(...flags, '--json', '--script', script('@screen', "printf '\\033[6n'; read -t 1 -rs -d R pos; echo \"status-$?\"", '@raw'))
+    const printed = records(stdout).flatMap(record => (record.output ?? '').split('\n')).filter(line => line.startsWith('status-'))
+    expect(printed).toEqual([status])
+    expect(code).toBe(0)
+  })
+
+  it('exits as soon as its world is closed (the emulator worker does not hold the process)', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'run', '--docker', container.id, '--user', 'agent', '--cwd', '/tmp', '--script', script('echo hi')], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] })
+    let closedAt: number | undefined
+    child.stderr.on('data', (chunk: Buffer) => { if (chunk.toString().includes('# closed')) closedAt ??= performance.now() })
+    const [code] = await once(child, 'exit') as [number | null]
+    expect(code).toBe(0)
+    // It waited out the worker's 30 s idle timer when a 'message' listener re-referenced it.
+    expect(performance.now() - closedAt!).toBeLessThan(5_000)
+  })
+})
+
+describe('dsh-remote-worlds doctor without terminal replies', () => {
+  it.each([
+    ['--replies off', ['--replies', 'off']],
+    ['--no-emulator', ['--no-emulator']],
+  ])('%s: the terminal replies check fails, naming the flag', async (flag, flags) => {
+    const { code, stdout } = await cli(['doctor', '--docker', container.id, '--user', 'agent', '--cwd', '/tmp', ...flags, '--json'])
+    const report = JSON.parse(stdout) as { checks: { name: string; ok: boolean; detail: string }[] }
+    expect(report.checks.filter(check => !check.ok)).toEqual([{ name: 'terminal replies', ok: false, detail: `not answered (${flag}): programs that ask the terminal something (a cursor position, colours, device attributes) wait for an answer that never comes` }])
+    expect(code).toBe(1)
+  }, 60_000)
+})
+
+describe('dsh-remote-worlds shell', () => {
+  it('shows the screen for a typed @screen line instead of sending it', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'shell', '--docker', container.id, '--user', 'agent', '--cwd', '/tmp'], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] })
+    child.stdin.end('echo hi\n@screen\n')
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+    const [code] = await once(child, 'exit') as [number | null]
+    const lines = stdout.split('\n')
+    const settled = lines.findIndex(line => line.startsWith('[stdin_read, '))
+    expect(lines.slice(settled + 1)).toEqual(['@screen  40x160, cursor 2:5, normal screen', '    | dsh> echo hi', '    | hi', '    | dsh> ', ''])
+    expect(code).toBe(0)
+  })
 })
