@@ -235,8 +235,8 @@ describe('dsh-remote-worlds run: screens', () => {
     expect(send!.screen).toEqual(alternate)
     expect(shown).toEqual({ i: 2, line: 2, text: '@screen', screen: alternate })
     expect([answer!.text, answer!.waitReason, 'screen' in answer!]).toEqual(['done', 'stdin_read', false])
-    // The shell's prompt wrote its trailing space, so the row keeps it (only untouched cells are trimmed).
-    expect(after).toEqual({ i: 4, line: 4, text: '@screen', screen: { rows: 40, cols: 160, cursor: { row: 1, col: 5 }, altScreen: false, lines: [`dsh> ${fullScreen}`, 'dsh> ', ...blankRows(38)] } })
+    // Rows are trimmed of trailing spaces, also those a program wrote (the prompt's).
+    expect(after).toEqual({ i: 4, line: 4, text: '@screen', screen: { rows: 40, cols: 160, cursor: { row: 1, col: 5 }, altScreen: false, lines: [`dsh> ${fullScreen}`, 'dsh>', ...blankRows(38)] } })
     expect(code).toBe(0)
   })
 
@@ -321,7 +321,7 @@ describe('dsh-remote-worlds shell', () => {
     const [code] = await once(child, 'exit') as [number | null]
     const lines = stdout.split('\n')
     const settled = lines.findIndex(line => line.startsWith('[stdin_read, '))
-    expect(lines.slice(settled + 1)).toEqual(['@screen  40x160, cursor 2:5, normal screen', '    | dsh> echo hi', '    | hi', '    | dsh> ', ''])
+    expect(lines.slice(settled + 1)).toEqual(['@screen  40x160, cursor 2:5, normal screen', '    | dsh> echo hi', '    | hi', '    | dsh>', ''])
     expect(code).toBe(0)
   })
 })
