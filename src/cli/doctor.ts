@@ -43,7 +43,7 @@ async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number
  *   CLI's `--replies`, `--no-emulator`, `--scrollback`), for the `terminal replies` check.
  * @returns the findings in order; a check that could not run is reported as not ok.
  */
-export async function diagnose(world: RemoteWorld, cwd: string, options: { terminal?: TerminalEmulatorSettings | undefined } = {}): Promise<DoctorCheck[]> {
+export async function diagnose(world: RemoteWorld, cwd: string, options: { terminal?: TerminalEmulatorSettings | undefined; shell?: 'bash' | 'pwsh' | undefined } = {}): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = []
   const runtime = controlledRuntime(world)
   const control = await runtime.control()
@@ -143,12 +143,14 @@ export async function diagnose(world: RemoteWorld, cwd: string, options: { termi
   } finally {
     await terminal?.terminate().catch(() => undefined)
   }
-  checks.push(await terminalRepliesCheck(world, cwd, options.terminal).catch((error: unknown) => ({ name: 'terminal replies', ok: false, detail: `could not run the check: ${(error as Error).message}` })))
+  checks.push(await terminalRepliesCheck(world, cwd, options.terminal, options.shell).catch((error: unknown) => ({ name: 'terminal replies', ok: false, detail: `could not run the check: ${(error as Error).message}` })))
   return checks
 }
 
 /** The question of the `terminal replies` check: a cursor position query (DSR 6), then the answer's length. */
 const CURSOR_QUERY = 'printf \'\\033[6n\'; read -rs -d R pos; echo "got-${#pos}"'
+/** The same question from a pwsh shell: asked by a native bash (the query needs bash's read -d). */
+const PWSH_CURSOR_QUERY = 'bash -c \'printf "\\033[6n"; read -rs -d R pos; echo "got-${#pos}"\''
 
 /**
  * The CLI flag that keeps a world's terminals from answering terminal queries, or undefined
@@ -163,19 +165,19 @@ function repliesOffFlag(settings: TerminalEmulatorSettings | undefined): string 
 /**
  * The `terminal replies` check: on a fresh shell of the world (terminal-bash, in `cwd`), a
  * cursor position query must be answered: the send prints `got-N` with N > 0 and settles
- * `stdin_read` at the prompt. Without replies (`--replies off`, `--no-emulator`) nothing is
+ * `stdin_read` at the prompt (a pwsh shell asks through a native `bash -c`). Without replies (`--replies off`, `--no-emulator`) nothing is
  * asked, and the check is not ok, naming the flag.
  * @returns the finding; `detail` e.g. `cursor position report answered in 170 ms (xterm.js headless emulator)`,
  *   the time of the whole send (query, answer, `echo`, back at the prompt).
  * @throws the world's errors opening, using or closing the shell.
  */
-export async function terminalRepliesCheck(world: RemoteWorld, cwd: string, settings: TerminalEmulatorSettings | undefined): Promise<DoctorCheck> {
+export async function terminalRepliesCheck(world: RemoteWorld, cwd: string, settings: TerminalEmulatorSettings | undefined, shell: 'bash' | 'pwsh' = 'bash'): Promise<DoctorCheck> {
   const name = 'terminal replies'
   const off = repliesOffFlag(settings)
   if (off !== undefined) return { name, ok: false, detail: `not answered (${off}): programs that ask the terminal something (a cursor position, colours, device attributes) wait for an answer that never comes` }
   const terminal = await world.open({ cwd })
   try {
-    const result = await terminal.send(CURSOR_QUERY)
+    const result = await terminal.send(shell === 'pwsh' ? PWSH_CURSOR_QUERY : CURSOR_QUERY)
     const length = Number(/^got-(\d+)\r?$/m.exec(result.viewport)?.[1] ?? 0)
     const ms = Math.round(result.ms)
     return length > 0 && result.waitReason === 'stdin_read'

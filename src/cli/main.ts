@@ -39,6 +39,7 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--replies <answer|off>', 'answer the terminal queries programs ask (cursor position, colours, device attributes) from the terminal emulator (answer, the default), or leave them unanswered (off)'))
     .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
     .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
+    .addOption(new Option('--shell <dialect>', 'the terminal\'s shell: bash (default) or pwsh (PowerShell; a managed container then defaults to dsh-remote-worlds/target-pwsh:bookworm)').choices(['bash', 'pwsh']))
 }
 
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
@@ -122,7 +123,7 @@ targetOptions(program.command('doctor'))
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
     await withWorld(target, async world => {
       const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
-      const checks = await diagnose(world, target.cwd, { terminal: target.terminal })
+      const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
       const inspected = sandboxReportOf(world.ctx)
       const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
       process.stdout.write(`${flags.json === true

@@ -3,6 +3,7 @@
  * @module dsh-remote-worlds/cli/target
  */
 import { spawn } from 'node:child_process'
+import Docker from 'dockerode'
 import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -20,6 +21,9 @@ import { parseSshTarget } from '../providers/ssh/target.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
+
+/** The project image with PowerShell (built by docker/ensure-world.sh where `dotnet` is on PATH). */
+export const PWSH_IMAGE = 'dsh-remote-worlds/target-pwsh:bookworm'
 
 /** Where a managed container mounts a host workspace folder given with --workspace. */
 export const MANAGED_WORKSPACE = '/workspace'
@@ -45,6 +49,8 @@ export interface TargetFlags {
   workspace?: string
   /** `auto` (default), `off`, or a locale name (providers/remote/environment.ts `LocaleSetting`). */
   locale?: string
+  /** The terminal's shell dialect: `bash` (default) or `pwsh` (terminal-bash's `shellDialect`, `shellPath` pwsh). */
+  shell?: 'bash' | 'pwsh'
   /** `--replies answer|off`: whether the emulator answers the program's terminal queries (default answer). */
   replies?: string
   /** false with `--no-emulator` (commander's negated flag; true or absent otherwise). */
@@ -67,7 +73,7 @@ export interface ControlledRuntime {
 export interface Target {
   /** Human description, e.g. `managed container from dsh-remote-worlds/target:bookworm as agent`. */
   description: string
-  /** openWorld options (without terminal tuning). */
+  /** openWorld options; `world.terminal` holds the shell (`--shell`), tuning is added by {@link openTarget}. */
   world: OpenWorldOptions<unknown>
   /** Working directory of new terminals in the remote world. */
   cwd: string
@@ -120,6 +126,18 @@ export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
 }
 
 /**
+ * docker/ensure-world.sh, which builds the PowerShell image where `dotnet` is on PATH; then
+ * the image must exist.
+ * @throws Error naming what builds the image when it is still missing.
+ */
+async function ensurePwshWorld(): Promise<void> {
+  await ensureDockerWorld(DEFAULT_IMAGE)
+  const docker = new Docker()
+  const present = await docker.getImage(PWSH_IMAGE).inspect().then(() => true, () => false)
+  if (!present) throw new Error(`--shell pwsh runs in ${PWSH_IMAGE}, which is not built: docker/ensure-world.sh builds it where the .NET SDK (dotnet) is on PATH (see its output above), or pass --image IMAGE of an image with pwsh on PATH`)
+}
+
+/**
  * Resolve flags to a target. Without `--docker`, a managed throwaway container is run from
  * `--image` (default: the project image, built when missing).
  * @throws InvalidArgumentError for conflicting flags, or bad terminal flags ({@link terminalSettings}).
@@ -134,6 +152,8 @@ export function resolveTarget(flags: TargetFlags): Target {
   const terminal = terminalSettings(flags)
   // The runtime config's `locale` and `terminal`, as given (absent: the world's defaults).
   const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}) }
+  // terminal-bash's dialect; its shell program must exist in the world.
+  const dialect = flags.shell === 'pwsh' ? { terminal: { shellDialect: 'pwsh', shellPath: 'pwsh' } as const } : {}
   /** The workspace in the remote world: --workspace, else --cwd, else the user's usual place. */
   const remoteWorkspace = (login: string | undefined): string => flags.workspace ?? flags.cwd ?? (login === 'root' || login === '0' || (login === undefined && (flags.mode ?? 'danger-full-access') === 'danger-full-access') ? '/root' : '/tmp')
   if (flags.ssh !== undefined) {
@@ -151,6 +171,7 @@ export function resolveTarget(flags: TargetFlags): Target {
         },
         workspaceRoot: remoteWorkspace(login),
         ...mode,
+        ...dialect,
       },
       cwd: flags.cwd ?? remoteWorkspace(login),
       prepare: async () => {},
@@ -161,14 +182,14 @@ export function resolveTarget(flags: TargetFlags): Target {
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,
-      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...shell }, workspaceRoot: remoteWorkspace(user), ...mode },
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...shell }, workspaceRoot: remoteWorkspace(user), ...mode, ...dialect },
       cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
       managed: false,
       terminal,
     }
   }
-  const image = flags.image ?? DEFAULT_IMAGE
+  const image = flags.image ?? (flags.shell === 'pwsh' ? PWSH_IMAGE : DEFAULT_IMAGE)
   // A managed container mounts a host workspace folder at /workspace. Without --user, a
   // confined shell runs as the folder's owner when that is not root, so workspace-write can
   // write there (the sandbox never runs confined work as root).
@@ -195,18 +216,19 @@ export function resolveTarget(flags: TargetFlags): Target {
       runtimeConfig: { image, ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}), ...shell },
       workspaceRoot,
       ...mode,
+      ...dialect,
     },
     cwd: flags.cwd ?? workspaceRoot,
-    prepare: () => image === DEFAULT_IMAGE ? ensureDockerWorld(image) : Promise.resolve(),
+    prepare: image === DEFAULT_IMAGE ? () => ensureDockerWorld(image) : image === PWSH_IMAGE ? () => ensurePwshWorld() : () => Promise.resolve(),
     managed: true,
     terminal,
   }
 }
 
-/** Prepare and open the target's world with the given terminal tuning. */
+/** Prepare and open the target's world with the given terminal tuning (over the target's shell). */
 export async function openTarget(target: Target, terminal: OpenWorldOptions<unknown>['terminal'] = {}): Promise<RemoteWorld> {
   await target.prepare()
-  return openWorld({ ...target.world, terminal })
+  return openWorld({ ...target.world, terminal: { ...target.world.terminal, ...terminal } })
 }
 
 /** The runtime of a world as a {@link ControlledRuntime}. */

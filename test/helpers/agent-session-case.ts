@@ -15,15 +15,20 @@ interface Expectation { i: number; wait?: string[]; contains?: string; not_conta
 export interface StepRecord { i: number; text: string; waitReason?: string; output?: string; signal?: string; targetPgid?: number; sessionStatus?: { kind: string; exitCode?: number | null }; ms: number }
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
-const script = fileURLToPath(new URL('../fixtures/agent-session-basic.txt', import.meta.url))
-const expectations = JSON.parse(readFileSync(new URL('../fixtures/agent-session-basic.expect.json', import.meta.url), 'utf8')) as Expectation[]
+/** The handed case (bash), or its PowerShell equivalent (`--shell pwsh`). */
+export type AgentSessionCase = 'basic' | 'pwsh'
+const scriptOf = (name: AgentSessionCase): string => fileURLToPath(new URL(`../fixtures/agent-session-${name}.txt`, import.meta.url))
+const expectationsOf = (name: AgentSessionCase): Expectation[] => JSON.parse(readFileSync(new URL(`../fixtures/agent-session-${name}.expect.json`, import.meta.url), 'utf8')) as Expectation[]
+const expectations = expectationsOf('basic')
 
 /**
  * Run the case with `dsh-remote-worlds run --script CASE --json` plus the target flags.
  * @param targetArgs - e.g. `['--user', 'agent', '--cwd', '/tmp']` or `['--ssh', 'agent@127.0.0.1:2222', ...]`.
+ * @param name - the case: `basic` (bash) or `pwsh` (run with `--shell pwsh`).
  */
-export async function runAgentSessionCase(targetArgs: readonly string[]): Promise<{ records: StepRecord[]; stderr: string }> {
-  const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'run', ...targetArgs, '--script', script, '--json'], { cwd: root, maxBuffer: 64 << 20 })
+export async function runAgentSessionCase(targetArgs: readonly string[], name: AgentSessionCase = 'basic'): Promise<{ records: StepRecord[]; stderr: string }> {
+  const shell = name === 'pwsh' ? ['--shell', 'pwsh'] : []
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'run', ...shell, ...targetArgs, '--script', scriptOf(name), '--json'], { cwd: root, maxBuffer: 64 << 20 })
   return { records: stdout.trim().split('\n').map(line => JSON.parse(line) as StepRecord), stderr }
 }
 
@@ -64,5 +69,31 @@ export function checkAgentSessionCase(records: readonly StepRecord[], stderr: st
   expect(records.find(record => record.i === 14)!.output).toMatch(/after-fake-2\n/)
   // Step 17: the session ended with the shell's own status.
   expect(records.find(record => record.i === 17)!.sessionStatus).toEqual({ kind: 'exited', exitCode: 3, signal: null })
+  expect(stderr).toContain('# closed: nothing of the session is left running')
+}
+
+/**
+ * Check a run of the pwsh equivalent against test/fixtures/agent-session-pwsh.expect.json, and
+ * what differs from bash by design: pwsh keeps native programs in its own process group (no job
+ * control), so step 8's SIGINT goes to the shell's group, which cat is in.
+ */
+export function checkPwshAgentSessionCase(records: readonly StepRecord[], stderr: string): void {
+  const expected = expectationsOf('pwsh')
+  expect(records.map(record => record.i)).toEqual(expected.map(expectation => expectation.i))
+  for (const expectation of expected) {
+    const record = records.find(candidate => candidate.i === expectation.i)!
+    const context = `step ${expectation.i}: ${record.text}\n${JSON.stringify(record)}`
+    if (expectation.signal === true) {
+      expect(record.signal, context).toBe('SIGINT')
+      continue
+    }
+    expect(expectation.wait, context).toContain(record.waitReason)
+    if (expectation.contains !== undefined) expect(record.output, context).toContain(expectation.contains)
+    if (expectation.not_contains !== undefined) expect(record.output, context).not.toContain(expectation.not_contains)
+  }
+  const shellPid = Number(/shell pid (\d+)/.exec(stderr)?.[1])
+  expect(shellPid).toBeGreaterThan(0)
+  expect(records.find(record => record.i === 8)!.targetPgid).toBe(shellPid)
+  expect(records.find(record => record.i === 16)!.sessionStatus).toEqual({ kind: 'exited', exitCode: 3, signal: null })
   expect(stderr).toContain('# closed: nothing of the session is left running')
 }

@@ -82,8 +82,8 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
 
   withTerminal('a cursor position query is answered at once, and the next send reaches the shell (the issue\'s input)', async terminal => {
     const text = `printf '\\033[6n'; read -rs -d R pos; echo "got \${#pos}"`
+    // stdin_read at the prompt, with the answer printed: not the 3 s silence settle (inferred_idle).
     const asked = await expectStdinRead(terminal, text)
-    expect(asked.ms).toBeLessThan(1000)
     expect(printed(asked, text)).toEqual(['got 5'])
     expect(await run(terminal, 'echo after')).toEqual(['after'])
   })

@@ -4,9 +4,10 @@
  * in the pwsh image. Skipped, with the reason in the title, only where the pwsh image could not
  * be built; never under CI=true.
  */
-import { afterAll, beforeAll, describe } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { checkPwshAgentSessionCase, runAgentSessionCase } from '../helpers/agent-session-case.ts'
 import { pwshCases } from '../helpers/pwsh-cases.ts'
 import { PWSH_IMAGE, PWSH_TERMINAL, pwshImageAvailability } from '../helpers/pwsh-world.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
@@ -29,4 +30,10 @@ describe.skipIf(!image.available)(`pwsh over SSH, as agent with a bash login${im
     workspaceRoot: '/tmp',
     terminal: PWSH_TERMINAL,
   }))
+
+  it('the agent session in pwsh through dsh-remote-worlds run --shell pwsh --ssh settles every step as the pwsh case expects and leaves nothing running', async () => {
+    const { records, stderr } = await runAgentSessionCase(['--ssh', `agent@127.0.0.1:${sshd!.ports[0]}`, '--identity', sshd!.clientKeyFile, '--known-hosts', sshd!.knownHostsFile, '--cwd', '/tmp'], 'pwsh')
+    checkPwshAgentSessionCase(records, stderr)
+    expect(await sshd!.leftovers()).toEqual([])
+  }, 120_000)
 })
