@@ -81,6 +81,7 @@ describe('the packed tarball', () => {
       'dist/src/cli/main.js',
       'dist/src/plugins/docker.js',
       'dist/src/providers/remote/control.sh',
+      'dist/src/emulator/worker.js',
     ]))
     // The upstream packages are peers, installed once beside it: one cordis in the project.
     const cordisCopies = readdirSync(join(project, 'node_modules', pkg.name)).includes('node_modules')
@@ -108,6 +109,17 @@ describe('the packed tarball', () => {
     const { stdout } = await run(process.execPath, [join(project, 'node_modules', '.bin', 'dsh-remote-worlds'), '--help'], { cwd: project })
     expect(stdout).toMatch(/^Usage: dsh-remote-worlds \[options\] \[command\]\n/)
   })
+
+  it('answers terminal queries and shows the screen from the installed package (the emulator worker runs from dist)', async () => {
+    const script = `printf '\\033[6n'; read -rs -d R pos; echo "got-\${#pos}"\n@screen\n`
+    const cli = run(process.execPath, [join(project, 'node_modules', '.bin', 'dsh-remote-worlds'), 'run', '--image', IMAGE, '--user', 'agent', '--cwd', '/tmp', '--json', '--script', '-'], { cwd: project, timeout: 120_000 })
+    cli.child.stdin!.end(script)
+    const { stdout } = await hangGuard(cli, 120_000, 'the packed CLI')
+    const [query, screen] = stdout.trim().split('\n').map(line => JSON.parse(line) as { waitReason?: string; output?: string; screen?: { lines: string[] } })
+    expect(query!.waitReason).toBe('stdin_read')
+    expect(query!.output).toMatch(/\ngot-[56]\n/)
+    expect(screen!.screen!.lines.filter(line => /^got-[56]$/.test(line))).toHaveLength(1)
+  }, 150_000)
 
   it('fails at import on a Node older than 22.19, naming the required version', async () => {
     // A preload that makes this Node report an older version, as Node 20 would.
