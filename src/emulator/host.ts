@@ -91,6 +91,7 @@ class EmulatorWorker {
     })
     this.worker.on('error', error => this.fail(error))
     this.worker.on('exit', code => this.fail(new Error(`terminal emulator worker exited (code ${code})`)))
+    this.endWhenIdle()
     // Never what keeps the client alive: terminals and their transports do that. After the
     // listeners: adding a 'message' listener refs the worker again (a CLI would then wait out
     // IDLE_WORKER_MS after its last terminal closed before it exits).
@@ -115,7 +116,13 @@ class EmulatorWorker {
 
   detach(id: number): void {
     this.emulators.delete(id)
+    this.endWhenIdle()
+  }
+
+  /** With no emulator attached, end the worker after {@link IDLE_WORKER_MS} (also a warmed one never used). */
+  private endWhenIdle(): void {
     if (this.emulators.size > 0 || this.failure !== undefined) return
+    clearTimeout(this.idleTimer)
     this.idleTimer = setTimeout(() => {
       if (this.emulators.size > 0) return
       if (EmulatorWorker.current === this) EmulatorWorker.current = undefined
