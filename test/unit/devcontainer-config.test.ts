@@ -18,6 +18,7 @@ import {
   substituteContainerEnv,
   substituteLocal,
 } from '../../src/devcontainer/index.ts'
+import { resolveTarget } from '../../src/cli/target.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 
 /** The fixture's file, as a user writes it: comments, a trailing comma, variables. */
@@ -198,4 +199,13 @@ describe('readDevcontainerSettings', () => {
     expect(() => readDevcontainerSettings(join(root, 'nowhere'), {})).toThrow(new InvalidArgumentError(`dev container folder ${join(root, 'nowhere')}: no such folder`))
   })
 
+  it('resolveTarget --devcontainer: the runtime config names the folder; workspaceFolder is the workspace root and cwd unless --workspace / --cwd are given', () => {
+    const project = join(root, 'app')
+    const target = resolveTarget({ devcontainer: project, start: true })
+    expect([target.description, target.world.runtimeConfig, target.world.workspaceRoot, target.cwd, target.managed]).toEqual([
+      `dev container of ${project}`, { devcontainer: { folder: project, start: true } }, '/workspaces/app', '/workspaces/app', false,
+    ])
+    const explicit = resolveTarget({ devcontainer: join(root, 'link'), user: 'root', cwd: '/tmp', workspace: '/srv', mode: 'read-only' })
+    expect([explicit.world.runtimeConfig, explicit.world.workspaceRoot, explicit.world.mode, explicit.cwd]).toEqual([{ devcontainer: { folder: project }, user: 'root' }, '/srv', 'read-only', '/tmp'])
+  })
 })
