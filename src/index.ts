@@ -14,6 +14,8 @@ export { shQuote, shQuoteArgv, shQuoteEnvEntry } from './providers/remote/quote.
 export { RemoteTerminalHandle, startRemoteTerminal } from './providers/remote/terminal.ts'
 export type { RemoteTerminalStart, TerminalTransport } from './providers/remote/terminal.ts'
 export { terminateSession, sessionMembers } from './providers/remote/teardown.ts'
+export { resolveDevcontainer, readDevcontainerSettings, findDevcontainers, locateDevcontainer, LOCAL_FOLDER_LABEL, CONFIG_FILE_LABEL, METADATA_LABEL, DevcontainerAmbiguousError, DevcontainerConfigInvalidError, DevcontainerConfigMissingError, DevcontainerNotFoundError, DevcontainerStoppedError } from './devcontainer/index.ts'
+export type { DevcontainerCandidate, DevcontainerSettings, ResolveDevcontainerOptions, ResolvedDevcontainer } from './devcontainer/index.ts'
 export { openWorld } from './backend/world.ts'
 export type { OpenWorldOptions, RemoteWorld, WorldTerminal, TerminalTuning } from './backend/world.ts'
 export * from './sandbox/index.ts'

@@ -6,7 +6,8 @@
  *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG, @screen)
  *   doctor                 what this world can prove, and why not where it cannot
  * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed) |
- *   --ssh [user@]host[:port] (with --identity FILE, --known-hosts FILE); --user; --cwd.
+ *   --devcontainer [FOLDER] (with --start) | --ssh [user@]host[:port] (with --identity FILE,
+ *   --known-hosts FILE); --user; --cwd.
  * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
  * @module dsh-remote-worlds/cli/main
  */
@@ -16,7 +17,7 @@ import { readFile } from 'node:fs/promises'
 import { Command, CommanderError, Option } from 'commander'
 import { runDemo } from './demo.ts'
 import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
-import { diagnose, formatChecks, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
+import { devcontainerReport, diagnose, formatChecks, formatDevcontainerReport, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
@@ -28,13 +29,15 @@ function targetOptions(command: Command): Command {
   return command
     .addOption(new Option('--docker <container>', 'attach to this running container (name or id)'))
     .addOption(new Option('--image <image>', 'run a managed throwaway container from this image (default: dsh-remote-worlds/target:bookworm)'))
+    .addOption(new Option('--devcontainer [folder]', 'attach to the dev container of this project folder (default: the current directory), found by the Dev Containers labels; its devcontainer.json gives the user (remoteUser, else containerUser), the cwd and workspace (workspaceFolder) and remoteEnv'))
+    .addOption(new Option('--start', 'with --devcontainer: start the dev container when it is stopped'))
     .addOption(new Option('--ssh <target>', 'run on a host over SSH: [user@]host[:port] or a Host alias of ~/.ssh/config'))
     .addOption(new Option('--identity <file>', 'SSH private key file (as ssh -i; default: ~/.ssh/config IdentityFile, ~/.ssh/id_*, ssh-agent)'))
     .addOption(new Option('--known-hosts <file>', 'SSH known_hosts file (default ~/.ssh/known_hosts); unknown host keys are refused'))
     .addOption(new Option('--user <user>', 'remote user (exec user in Docker, login user over SSH)'))
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
     .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
-    .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--ssh'))
+    .addOption(new Option('--workspace <dir>', 'workspace: a HOST folder mounted at /workspace in a managed container; a path in the world for --docker/--devcontainer/--ssh (a dev container\'s default: its workspaceFolder)'))
     .addOption(new Option('--locale <name>', 'LANG of the shell and its programs: auto (default: your UTF-8 LANG or C.UTF-8 when the world has it and names none), off (the world\'s own), or a locale name'))
     .addOption(new Option('--replies <answer|off>', 'answer the terminal queries programs ask (cursor position, colours, device attributes) from the terminal emulator (answer, the default), or leave them unanswered (off)'))
     .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
@@ -126,10 +129,12 @@ targetOptions(program.command('doctor'))
       const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
       const inspected = sandboxReportOf(world.ctx)
       const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
+      const devcontainer = await devcontainerReport(world)
       process.stdout.write(`${flags.json === true
-        ? JSON.stringify({ target: target.description, checks, sandbox, leftovers }, null, 2)
+        ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers }, null, 2)
         : [
           formatChecks(target.description, checks),
+          ...(devcontainer === undefined ? [] : formatDevcontainerReport(devcontainer).map(line => `  ${line}`)),
           ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
           '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
         ].join('\n')}\n`)

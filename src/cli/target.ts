@@ -18,6 +18,7 @@ import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
+import { readDevcontainerSettings } from '../devcontainer/config.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
@@ -32,6 +33,13 @@ export const MANAGED_WORKSPACE = '/workspace'
 export interface TargetFlags {
   docker?: string
   image?: string
+  /**
+   * `--devcontainer [FOLDER]`: the dev container of this project folder (commander gives `true`
+   * without a value: the current directory).
+   */
+  devcontainer?: string | true
+  /** `--start`: start a stopped dev container. */
+  start?: boolean
   /** `[user@]host[:port]` or a Host alias of ~/.ssh/config. */
   ssh?: string
   /** SSH private key file (OpenSSH -i). */
@@ -138,13 +146,21 @@ async function ensurePwshWorld(): Promise<void> {
 }
 
 /**
- * Resolve flags to a target. Without `--docker`, a managed throwaway container is run from
- * `--image` (default: the project image, built when missing).
+ * Resolve flags to a target. Without `--docker`, `--devcontainer` or `--ssh`, a managed
+ * throwaway container is run from `--image` (default: the project image, built when missing).
+ *
+ * `--devcontainer [FOLDER]` reads the folder's devcontainer.json here (src/devcontainer
+ * config.ts), so its `workspaceFolder` is the sandbox's workspace root and the shell's cwd
+ * (`--workspace` and `--cwd` win); the runtime finds the labelled container, and applies the
+ * file's user (`--user` wins) and `remoteEnv`, when the world opens.
  * @throws InvalidArgumentError for conflicting flags, or bad terminal flags ({@link terminalSettings}).
+ * @throws DevcontainerConfigMissingError, DevcontainerConfigInvalidError for `--devcontainer`
+ *   with a folder whose devcontainer.json is missing or unusable.
  */
 export function resolveTarget(flags: TargetFlags): Target {
-  if ([flags.docker, flags.image, flags.ssh].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE or --ssh [USER@]HOST[:PORT]')
+  if ([flags.docker, flags.image, flags.ssh, flags.devcontainer].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE, --devcontainer [FOLDER] or --ssh [USER@]HOST[:PORT]')
   if (flags.ssh === undefined && (flags.identity !== undefined || flags.knownHosts !== undefined)) throw new InvalidArgumentError('--identity and --known-hosts apply to --ssh targets only')
+  if (flags.start === true && flags.devcontainer === undefined) throw new InvalidArgumentError('--start applies to --devcontainer targets only')
   const user = flags.user
   const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
@@ -174,6 +190,24 @@ export function resolveTarget(flags: TargetFlags): Target {
         ...dialect,
       },
       cwd: flags.cwd ?? remoteWorkspace(login),
+      prepare: async () => {},
+      managed: false,
+      terminal,
+    }
+  }
+  if (flags.devcontainer !== undefined) {
+    const settings = readDevcontainerSettings(flags.devcontainer === true ? '.' : flags.devcontainer)
+    const workspaceRoot = flags.workspace ?? settings.workspaceFolder
+    return {
+      description: `dev container of ${settings.folder}${suffix}`,
+      world: {
+        runtime: DockerSubprocessRuntime as never,
+        runtimeConfig: { devcontainer: { folder: settings.folder, ...(flags.start === true ? { start: true } : {}) }, ...(user !== undefined ? { user } : {}), ...shell },
+        workspaceRoot,
+        ...mode,
+        ...dialect,
+      },
+      cwd: flags.cwd ?? settings.workspaceFolder,
       prepare: async () => {},
       managed: false,
       terminal,

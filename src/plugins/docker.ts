@@ -1,9 +1,10 @@
 /**
  * `dsh-remote-worlds/docker`: the Docker world as a cordis plugin, mountable by the upstream
  * loader from a `cordis.patch.yml` entry. It provides `ctx.subprocess` (a
- * {@link DockerSubprocessRuntime}) over an existing container (`container`) or a managed one
- * created from `image` AND the composition's sandbox policy (so the container itself enforces
- * the default mode; see src/sandbox/docker-policy.ts). Pair it with
+ * {@link DockerSubprocessRuntime}) over an existing container (`container`), a project's dev
+ * container (`devcontainer: { folder }`, src/devcontainer) or a managed one created from
+ * `image` AND the composition's sandbox policy (so the container itself enforces the default
+ * mode; see src/sandbox/docker-policy.ts). Pair it with
  * `dsh-remote-worlds/docker/sandbox` for `ctx.sandbox` in the same world.
  *
  * Disposal of the plugin ends every process and terminal it started and removes a managed
@@ -25,10 +26,17 @@ export const name = 'dsh-remote-worlds-docker'
 /** The sandbox policy decides what a managed container is created to enforce. */
 export const inject = ['sandboxPolicy']
 
-/** Plugin config. Exactly one of `container` and `image`. */
+/** Plugin config. Exactly one of `container`, `devcontainer` and `image`. */
 export interface Config {
   /** Attach to this running container (name or id). */
   container?: string
+  /**
+   * Or attach to the dev container of this project folder (found by the Dev Containers labels;
+   * its devcontainer.json gives the user unless `user` is set, and remoteEnv). The composition's
+   * sandbox policy should have the dev container's workspace folder as its workspace root
+   * (`resolveDevcontainer(folder).workspaceFolder`). `start`: start it when stopped.
+   */
+  devcontainer?: { folder?: string; start?: boolean }
   /** Or run a managed container from this image, created from the sandbox policy; removed at disposal. */
   image?: string
   /** Exec user (`name`, `uid`, `uid:gid`); default: the image's user. A managed container under a confined mode needs a non-root one. */
@@ -48,6 +56,10 @@ export interface Config {
 /** Schema of {@link Config}, validated by cordis (and the loader) before {@link apply}. */
 export const Config: z<Config> = z.object({
   container: z.string().description('Attach to this running container (name or id).'),
+  devcontainer: z.object({
+    folder: z.string().description('The project folder whose dev container to attach to (found by its Dev Containers labels).'),
+    start: z.boolean().description('Start the dev container when it is stopped (default false).'),
+  }).description('Or attach to the dev container of a project folder; its devcontainer.json gives the user (unless `user` is set) and remoteEnv.'),
   image: z.string().description('Or run a managed container from this image, created from the sandbox policy and removed at disposal.'),
   user: z.string().description('Exec user (name, uid or uid:gid). A managed container under a confined mode needs a non-root user.'),
   socketPath: z.string().description('Docker engine socket (default: DOCKER_HOST or /var/run/docker.sock).'),
@@ -78,7 +90,7 @@ function defined<T extends object>(value: T): T {
  * @throws InvalidArgumentError (from the runtime) for a config it cannot use.
  */
 export async function apply(ctx: Context, config: Config): Promise<void> {
-  const { workspace, limits, terminal, ...rest } = defined(config)
+  const { workspace, limits, terminal, devcontainer, ...rest } = defined(config)
   // The schema turns an absent object option into `{}`: an empty one is absent.
   const source = workspace?.bind !== undefined ? { bind: workspace.bind } : workspace?.volume !== undefined ? { volume: workspace.volume } : undefined
   const limitValues = limits === undefined ? {} : defined(limits)
@@ -86,6 +98,8 @@ export async function apply(ctx: Context, config: Config): Promise<void> {
     ...rest,
     ...terminalSetting(terminal),
     ...(source !== undefined ? { workspace: source } : {}),
+    // The schema turns an absent object option into `{}` here too: only a folder makes it present.
+    ...(devcontainer?.folder !== undefined ? { devcontainer: { folder: devcontainer.folder, ...(devcontainer.start === true ? { start: true } : {}) } } : {}),
     ...(Object.keys(limitValues).length > 0 ? { limits: limitValues } : {}),
     ...(config.image !== undefined ? { policy: { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot } } : {}),
   }

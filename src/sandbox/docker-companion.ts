@@ -15,7 +15,8 @@ import { DockerSandboxProvider } from './docker-provider.ts'
 /** What the companion needs of `ctx.subprocess` (a DockerSubprocessRuntime). */
 interface DockerRuntimeLike {
   world(): Promise<DockerWorld>
-  readonly config: { user?: string | undefined }
+  /** The exec user once the world is open (a dev container's comes from its devcontainer.json). */
+  readonly execUser: string | undefined
 }
 
 /**
@@ -25,11 +26,14 @@ interface DockerRuntimeLike {
  */
 export async function applyDockerSandbox(ctx: Context): Promise<DockerSandboxProvider> {
   const runtime = ctx.get('subprocess') as unknown as Partial<DockerRuntimeLike> | undefined
-  if (runtime === undefined || typeof runtime.world !== 'function' || runtime.config === undefined) {
+  if (runtime === undefined || typeof runtime.world !== 'function' || !('execUser' in runtime)) {
     throw new InvalidArgumentError('the Docker sandbox needs a DockerSubprocessRuntime as ctx.subprocess')
   }
   const world = await runtime.world()
-  const user = runtime.config.user
+  // Read after the world opened: a dev container's user is known only then. A dev container is
+  // judged like any attached container (its inspect facts), so a mode it does not enforce fails
+  // closed before a shell starts.
+  const user = runtime.execUser
   const control = await world.control(user)
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
   await ctx.plugin(DockerSandboxProvider, {

@@ -193,8 +193,8 @@ describe('typed errors of the Docker world', () => {
 
   it('an invalid config: InvalidArgumentError (INVALID_ARGUMENT) when the plugin loads', async () => {
     for (const [config, message] of [
-      [{ container: 'a', image: 'b' }, 'exactly one of `container` or `image` is required'],
-      [{}, 'exactly one of `container` or `image` is required'],
+      [{ container: 'a', image: 'b' }, 'exactly one of `container`, `image` or `devcontainer` is required'],
+      [{}, 'exactly one of `container`, `image` or `devcontainer` is required'],
       [{ image: IMAGE, socketPath: '' }, 'socketPath'],
       [{ image: IMAGE, bogus: true }, 'bogus'],
     ] as const) {

@@ -15,7 +15,16 @@ export const DockerRuntimeConfig = z.object({
   container: z.string().min(1).optional(),
   /** Or run a managed throwaway container from this image (removed at disposal). */
   image: z.string().min(1).optional(),
-  /** Exec user (`name`, `uid`, `uid:gid`); the control channel runs as the same user. Default: the image's user. */
+  /**
+   * Or attach to the dev container the Dev Containers tooling started for this project folder
+   * (src/devcontainer): found by its labels when the world opens; its devcontainer.json's
+   * `remoteUser` (else `containerUser`) is the exec user unless `user` is given (an explicit
+   * `user` wins), and its `remoteEnv` is added to what terminals and spawned processes get.
+   * `start: true` starts it when it is stopped. Give the sandbox policy and the terminals its
+   * `workspaceFolder` (`resolveDevcontainer(folder)` returns it).
+   */
+  devcontainer: z.object({ folder: z.string().min(1), start: z.boolean().optional() }).strict().optional(),
+  /** Exec user (`name`, `uid`, `uid:gid`); the control channel runs as the same user. Default: the image's user (a dev container's: its configured one). */
   user: z.string().min(1).optional(),
   /**
    * The locale of terminals and spawned programs (remote/environment.ts `chooseLocale`):
@@ -57,8 +66,8 @@ export const DockerRuntimeConfig = z.object({
    * them without ending them (`dsh-remote-worlds doctor`).
    */
   reapOrphans: z.boolean().optional(),
-}).strict().refine(config => (config.container === undefined) !== (config.image === undefined), {
-  message: 'exactly one of `container` or `image` is required',
+}).strict().refine(config => [config.container, config.image, config.devcontainer].filter(target => target !== undefined).length === 1, {
+  message: 'exactly one of `container`, `image` or `devcontainer` is required',
 }).refine(config => (config.workspace === undefined && config.limits === undefined) || (config.image !== undefined && config.policy !== undefined), {
   message: '`workspace` and `limits` apply only to a managed container (`image`) created from a `policy`; an attached container is inspected as it is',
 })

@@ -18,6 +18,7 @@ import { emulatorChoice } from '../../emulator/settings.ts'
 import { DockerWorld } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions, workspaceOwnerUser } from '../../sandbox/docker-policy.ts'
 import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
+import { type ResolvedDevcontainer, resolveDevcontainer } from '../../devcontainer/index.ts'
 
 
 /** Extra construction options that are objects, not plain config. */
@@ -41,6 +42,12 @@ export interface DockerRuntimeExtras {
  * directory in the container (removed at disposal), the real wait status (signal names
  * included) reported by the wrapper. `resolveExecutable` asks the control channel.
  *
+ * With `devcontainer: { folder }` the world is the folder's dev container (src/devcontainer),
+ * found when the world opens: the exec user is `user`, else the devcontainer.json's
+ * `remoteUser`, else its `containerUser` (see {@link execUser}), and `remoteEnv` is added to
+ * the environment of terminals and spawned processes, after the container's own and before the
+ * spec's env.
+ *
  * Limits: a terminal's exit status comes from ExecInspect, where the engine reports a signal
  * death as 128+N (the terminal's `signal` field is therefore always null).
  */
@@ -52,6 +59,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
   private readonly extras: DockerRuntimeExtras
   /** Create options of a managed container: the policy mapping (when `policy` is set) under `extras.create`. */
   private readonly createOptions: Docker.ContainerCreateOptions | undefined
+  /** The dev container and its applied configuration, once the world opened (`devcontainer` config only). */
+  private resolvedDevcontainer: ResolvedDevcontainer | undefined
 
   /**
    * @param ctx - cordis context the service registers in (as `ctx.subprocess`).
@@ -73,25 +82,52 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
   }
 
   /**
-   * Attach to the container or create the managed one (see {@link RemoteSubprocessRuntime.world}).
-   * @throws TargetNotFoundError, TargetNotRunningError, EngineUnavailableError (see {@link DockerWorld.open}).
+   * Attach to the container (a dev container: found first, see {@link devcontainer}) or create
+   * the managed one (see {@link RemoteSubprocessRuntime.world}).
+   * @throws TargetNotFoundError, TargetNotRunningError, EngineUnavailableError (see {@link DockerWorld.open});
+   *   for a dev container also the errors of `resolveDevcontainer` (src/devcontainer), e.g.
+   *   DevcontainerNotFoundError, DevcontainerAmbiguousError, DevcontainerStoppedError.
    */
-  protected openWorld(): Promise<DockerWorld> {
+  protected async openWorld(): Promise<DockerWorld> {
     const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
-    return DockerWorld.open({ docker, container: this.config.container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs, ownership: this.ownership })
+    let container = this.config.container
+    if (this.config.devcontainer !== undefined) {
+      this.resolvedDevcontainer = await resolveDevcontainer(this.config.devcontainer.folder, { docker, start: this.config.devcontainer.start })
+      container = this.resolvedDevcontainer.container
+    }
+    return DockerWorld.open({ docker, container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs, ownership: this.ownership })
+  }
+
+  /**
+   * The dev container this runtime attached to and what of its devcontainer.json is applied
+   * (user, workspace folder, remoteEnv) or not; undefined before the world opened, and for a
+   * runtime configured with `container` or `image`.
+   */
+  get devcontainer(): ResolvedDevcontainer | undefined {
+    return this.resolvedDevcontainer
+  }
+
+  /**
+   * The exec user of terminals, processes and the control channel: the configured `user`,
+   * which wins; else, for a dev container, its configured user (`remoteUser`, else
+   * `containerUser`, known once the world opened); else undefined (the container's own user).
+   */
+  get execUser(): string | undefined {
+    return this.config.user ?? this.resolvedDevcontainer?.user
   }
 
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
-    return world.control(this.config.user)
+    return world.control(this.execUser)
   }
 
   /** The control channel of this runtime's exec user (opens the world on first use). */
   async control(): Promise<ControlChannel> {
-    return (await this.world()).control(this.config.user)
+    return (await this.world()).control(this.execUser)
   }
 
   /** Short description of the world for messages. */
   describe(): string {
+    if (this.config.devcontainer !== undefined) return `dev container of ${this.config.devcontainer.folder}${this.resolvedDevcontainer === undefined ? '' : ` (docker container ${this.resolvedDevcontainer.container.slice(0, 12)})`}`
     return this.config.container !== undefined ? `docker container ${this.config.container}` : `managed container from ${this.config.image}`
   }
 
@@ -100,7 +136,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     this.assertOpen()
     spec.signal?.throwIfAborted()
     const world = await this.world()
-    const user = this.config.user
+    const user = this.execUser
     const control = await world.control(user)
     const { ambient } = await this.environmentOf(world, control)
     const handle = await startRemoteTerminal({
@@ -131,7 +167,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
   spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
     this.assertOpen()
     checkSpawnSpec(spec)
-    const user = this.config.user
+    // The exec user is known once the world is open (a dev container's comes from its configuration).
+    let user: string | undefined
     let opened: DockerWorld | undefined
     return this.processes.spawn({
       spec,
@@ -140,6 +177,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
       prepare: async () => {
         const world = await this.world()
         opened = world
+        user = this.execUser
         const control = await world.control(user)
         const { ambient } = await this.environmentOf(world, control)
         const stateDir = await this.stateDir.ensure(control, ambient)
@@ -162,23 +200,32 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
     signal?.throwIfAborted()
     const world = await this.world()
-    const control = await world.control(this.config.user)
+    const control = await world.control(this.execUser)
     const path = remoteChildEnv((await this.environmentOf(world, control)).ambient, env).PATH
-    return resolveRemoteExecutable(control, command, path, world.describe(this.config.user), signal)
+    return resolveRemoteExecutable(control, command, path, world.describe(this.execUser), signal)
   }
 
   /**
    * The environment the container gives this runtime's user, before a spec's env: `Config.Env`
-   * with the user's HOME, then the locale and a private HOME where needed (see
-   * remote/environment.ts `userEnvironment`). Opens the world on first use.
+   * with the user's HOME, a dev container's `remoteEnv` over them, then the locale and a private
+   * HOME where needed (see remote/environment.ts `userEnvironment`). Opens the world on first use.
    */
   async userEnvironment(): Promise<UserEnvironment> {
     const world = await this.world()
-    return this.environmentOf(world, await world.control(this.config.user))
+    return this.environmentOf(world, await world.control(this.execUser))
   }
 
   private async environmentOf(world: DockerWorld, control: ControlChannel): Promise<UserEnvironment> {
-    const base = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+    const base: Record<string, string> = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+    // remoteEnv: after the container's environment, before the spec's env (the Dev Containers
+    // specification: "for the supporting tool and its sub-processes like terminals"). It is
+    // scrubbed with the rest of the ambient environment (remoteChildEnv), so a credential-shaped
+    // name does not reach the shell; doctor names those.
+    const devcontainer = this.resolvedDevcontainer
+    if (devcontainer !== undefined) {
+      Object.assign(base, devcontainer.remoteEnv)
+      for (const name of devcontainer.unset) delete base[name]
+    }
     return userEnvironment(base, await control.userFacts(), this.config.locale ?? 'auto', this.callerLang)
   }
 }

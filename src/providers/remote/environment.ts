@@ -19,13 +19,21 @@ import { z } from 'zod'
 export function remoteChildEnv(ambient: Readonly<Record<string, string>>, explicit?: Readonly<Record<string, string | undefined>>): Record<string, string> {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(ambient)) {
-    if (!SENSITIVE_ENV_PATTERN.test(name) && !name.toUpperCase().startsWith('DSH_')) env[name] = value
+    if (!isScrubbedName(name)) env[name] = value
   }
   for (const [name, value] of Object.entries(explicit ?? {})) {
     if (value === undefined) delete env[name]
     else env[name] = value
   }
   return env
+}
+
+/**
+ * True when {@link remoteChildEnv} drops an ambient variable of this name: credential-shaped
+ * (upstream `SENSITIVE_ENV_PATTERN`) or `DSH_*`, both case-insensitively.
+ */
+export function isScrubbedName(name: string): boolean {
+  return SENSITIVE_ENV_PATTERN.test(name) || name.toUpperCase().startsWith('DSH_')
 }
 
 /**

@@ -27,6 +27,11 @@ export type RemoteWorldErrorCode =
   | 'HOST_NOT_FOUND'
   | 'CONNECT_TIMEOUT'
   | 'HANDSHAKE_TIMEOUT'
+  | 'DEVCONTAINER_NOT_FOUND'
+  | 'DEVCONTAINER_AMBIGUOUS'
+  | 'DEVCONTAINER_STOPPED'
+  | 'DEVCONTAINER_CONFIG_MISSING'
+  | 'DEVCONTAINER_CONFIG_INVALID'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {

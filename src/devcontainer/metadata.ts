@@ -1,0 +1,108 @@
+/**
+ * The `devcontainer.metadata` label: devcontainer.json snippets that images and Features carry
+ * (a JSON array of objects, or one object), which the Dev Containers tooling merges UNDER the
+ * project's devcontainer.json and copies onto the container it creates (devcontainers/spec
+ * docs/specs/devcontainerjson-reference.md: properties marked 🏷️ "can be stored in the
+ * devcontainer.metadata container image label"). A typical base image names its `remoteUser`
+ * there (e.g. `vscode`), so the editor's shell runs as that user although the project's file
+ * names none. Pure.
+ *
+ * Merge rules (the reference CLI's `mergeConfiguration`, devcontainers/cli
+ * src/spec-node/imageMetadata.ts): the entries in label order, then the project's file last;
+ * `remoteUser` and `containerUser` are each the last one set; `remoteEnv` objects are merged,
+ * later names winning. The user is then the merged `remoteUser`, else the merged `containerUser`.
+ * @module dsh-remote-worlds/devcontainer/metadata
+ */
+import { APPLIED_PROPERTIES, CREATION_PROPERTIES, type DevcontainerSettings } from './config.ts'
+import { substituteContainerEnv, substituteLocal } from './variables.ts'
+
+/** The label images, Features and created dev containers carry their metadata in. */
+export const METADATA_LABEL = 'devcontainer.metadata'
+
+/** Where the metadata label's entries come from, in messages. */
+const FROM_LABEL = `the container's ${METADATA_LABEL} label`
+
+/**
+ * The entries of a `devcontainer.metadata` label value.
+ * @returns the objects in order; `problem` when the value is not JSON or not an object or array of objects (then no entries).
+ */
+export function metadataEntries(label: string | undefined): { entries: Record<string, unknown>[]; problem?: string } {
+  if (label === undefined || label === '') return { entries: [] }
+  let value: unknown
+  try {
+    value = JSON.parse(label)
+  } catch (error) {
+    return { entries: [], problem: `${FROM_LABEL} is not JSON (${(error as Error).message}): not applied` }
+  }
+  const list = Array.isArray(value) ? value : [value]
+  if (!list.every(entry => entry !== null && typeof entry === 'object' && !Array.isArray(entry))) return { entries: [], problem: `${FROM_LABEL} is not an object or an array of objects: not applied` }
+  return { entries: list as Record<string, unknown>[] }
+}
+
+/** The user, environment and gaps of a dev container: the project's file over the container's metadata. */
+export interface DevcontainerEffect {
+  /** The shell's user, or undefined for the container's own user. */
+  user: string | undefined
+  /** Where {@link user} comes from, e.g. `remoteUser of devcontainer.json`. */
+  userSource: string
+  /**
+   * The environment terminals and spawned processes get over the container's (every
+   * `${containerEnv:VAR}` resolved); names set to null in `remoteEnv` are in {@link unset}.
+   */
+  remoteEnv: Record<string, string>
+  /** Names `remoteEnv` unsets (value null). */
+  unset: string[]
+  /** The settings' own {@link DevcontainerSettings.unsupported}, then the metadata's, marked as coming from the label. */
+  unsupported: string[]
+}
+
+/**
+ * Merge a project's settings over its container's metadata entries, and resolve
+ * `${containerEnv:VAR}` from the container's environment (its `Config.Env`).
+ * @param localEnv - this machine's environment, for the metadata's `${localEnv:VAR}`.
+ */
+export function devcontainerEffect(settings: DevcontainerSettings, entries: readonly Record<string, unknown>[], containerEnv: Readonly<Record<string, string>>, localEnv: Readonly<Record<string, string | undefined>>): DevcontainerEffect {
+  const unsupported = [...settings.unsupported]
+  const named = new Set(settings.unsupported)
+  const local = { localWorkspaceFolder: settings.folder, localEnv, containerWorkspaceFolder: settings.workspaceFolder }
+  let remoteUser: { user: string; source: string } | undefined
+  let containerUser: { user: string; source: string } | undefined
+  const merged: Record<string, string | null> = {}
+  for (const entry of entries) {
+    if (typeof entry.remoteUser === 'string') remoteUser = { user: substituteLocal(entry.remoteUser, local).value, source: `remoteUser of ${FROM_LABEL}` }
+    if (typeof entry.containerUser === 'string') containerUser = { user: substituteLocal(entry.containerUser, local).value, source: `containerUser of ${FROM_LABEL}` }
+    if (entry.remoteEnv !== null && typeof entry.remoteEnv === 'object') {
+      for (const [name, value] of Object.entries(entry.remoteEnv as Record<string, unknown>)) {
+        if (value === null) {
+          merged[name] = null
+        } else if (typeof value === 'string') {
+          const substituted = substituteLocal(value, local)
+          for (const reference of substituted.unresolved) unsupported.push(`${reference} in remoteEnv.${name} (${FROM_LABEL})`)
+          merged[name] = substituted.value
+        }
+      }
+    }
+    for (const key of Object.keys(entry)) {
+      if (APPLIED_PROPERTIES.includes(key) || CREATION_PROPERTIES.includes(key) || key === 'id' || key === 'name' || named.has(key)) continue
+      named.add(key)
+      unsupported.push(`${key} (${FROM_LABEL})`)
+    }
+  }
+  if (settings.remoteUser !== undefined) remoteUser = { user: settings.remoteUser, source: 'remoteUser of devcontainer.json' }
+  if (settings.containerUser !== undefined) containerUser = { user: settings.containerUser, source: 'containerUser of devcontainer.json' }
+  Object.assign(merged, settings.remoteEnv)
+  const chosen = remoteUser ?? containerUser
+  const remoteEnv: Record<string, string> = {}
+  const unset: string[] = []
+  for (const [name, value] of Object.entries(merged)) {
+    if (value === null) unset.push(name)
+    else remoteEnv[name] = substituteContainerEnv(value, containerEnv)
+  }
+  return {
+    user: chosen?.user,
+    userSource: chosen?.source ?? 'the container\'s own user (neither devcontainer.json nor the container\'s metadata names remoteUser or containerUser)',
+    remoteEnv,
+    unset,
+    unsupported,
+  }
+}
