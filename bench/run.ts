@@ -1,10 +1,11 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
  * the same `openWorld` composition and the same (default) terminal-bash config. Prints a table
- * and writes `bench/results/latest.json`. See bench/README.md for what each metric means.
+ * (and the memory section) and writes `bench/results/latest.json`. See bench/README.md for what
+ * each metric means.
  *
  * This file is the driver: arguments, then each world in turn (bench/worlds.ts) through the row
  * families of bench/rows/, then the report (bench/report.ts).
@@ -13,7 +14,9 @@
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { buildRows, printTable, writeResults } from './report.ts'
+import { buildRows, printMemory, printTable, writeResults } from './report.ts'
+import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
+import { type MemoryRecord, floodMemory } from './rows/memory.ts'
 import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
@@ -27,40 +30,63 @@ const { values: args } = parseArgs({
     'docker-user': { type: 'string' },
     'ssh-user': { type: 'string', default: 'agent' },
     out: { type: 'string' },
+    // The memory section (~80 s): on unless --no-memory.
+    memory: { type: 'boolean', default: true },
   },
   allowPositionals: false,
+  allowNegative: true,
 })
 const RUNS = Number(args.runs)
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a positive integer, got ${args.runs}`)
 const HERE = dirname(fileURLToPath(import.meta.url))
 const OUT = args.out ?? join(HERE, 'results', 'latest.json')
+/** The worlds whose memory section is measured (the ssh world's would repeat docker's client-side story; README). */
+const MEMORY_WORLDS: readonly WorldName[] = ['docker']
 
 const WORLDS = benchWorlds({ ...(args['docker-user'] !== undefined ? { docker: args['docker-user'] } : {}), ssh: args['ssh-user'] })
 
-/** Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, world-specific rows. */
-async function measureWorld(entry: WorldEntry, runs: number): Promise<SampleTable> {
-  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SPAWN_METRICS]
+/** What one world yielded: timed samples by row, and memory records. */
+interface WorldResult {
+  samples: SampleTable
+  memory: MemoryRecord[]
+}
+
+/**
+ * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, world-specific
+ * rows (all on the default composition), then the emulator rows and, when `memory`, the memory
+ * section (on compositions of their own).
+ */
+async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): Promise<WorldResult> {
+  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS]
   const samples = sampleTable(metrics)
+  const records: MemoryRecord[] = []
   const opening = performance.now()
   const started = await entry.start()
   try {
     const target = await started.compose(DEFAULT_COMPOSITION)
-    // Warm-up (discarded): creates the managed container / connection and the control channel,
-    // and warms the JIT for every code path measured below.
-    await lifecycleRun(entry.world, target, sampleTable(metrics))
-    console.error(`[bench] ${entry.world}: world ready + warm-up ${Math.round(performance.now() - opening)} ms`)
-    for (let run = 0; run < runs; run += 1) {
-      await lifecycleRun(entry.world, target, samples)
-      if ((run + 1) % 5 === 0 || run + 1 === runs) console.error(`[bench] ${entry.world}: ${run + 1}/${runs} runs`)
+    try {
+      // Warm-up (discarded): creates the managed container / connection and the control channel,
+      // and warms the JIT for every code path measured below.
+      await lifecycleRun(entry.world, target, sampleTable(metrics))
+      console.error(`[bench] ${entry.world}: world ready + warm-up ${Math.round(performance.now() - opening)} ms`)
+      for (let run = 0; run < runs; run += 1) {
+        await lifecycleRun(entry.world, target, samples)
+        if ((run + 1) % 5 === 0 || run + 1 === runs) console.error(`[bench] ${entry.world}: ${run + 1}/${runs} runs`)
+      }
+      await inspectRuns(target, Math.max(runs, 20), samples)
+      await spawnRuns(target, runs, samples)
+      console.error(`[bench] ${entry.world}: spawn rows done`)
+      if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
+    } finally {
+      await target.dispose()
     }
-    await inspectRuns(target, Math.max(runs, 20), samples)
-    await spawnRuns(target, runs, samples)
-    console.error(`[bench] ${entry.world}: spawn rows done`)
-    if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
+    await emulatorRuns(started, runs, samples)
+    console.error(`[bench] ${entry.world}: emulator rows done`)
+    if (memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
   } finally {
     await started.stop()
   }
-  return samples
+  return { samples, memory: records }
 }
 
 let interrupted = false
@@ -83,11 +109,20 @@ async function main(): Promise<void> {
   if (!entries.some(entry => entry.world === 'local')) console.error('[bench] local baseline not selected: ratio columns stay empty')
   const started = performance.now()
   const results = new Map<WorldName, SampleTable>()
-  for (const entry of entries) results.set(entry.world, await measureWorld(entry, RUNS))
+  const memory: MemoryRecord[] = []
+  for (const entry of entries) {
+    const result = await measureWorld(entry, RUNS, args.memory)
+    results.set(entry.world, result.samples)
+    memory.push(...result.memory)
+  }
   const rows = buildRows(results)
   console.log(`\nbench: ${RUNS} runs per row (inspectForeground: ${Math.max(RUNS, 20)} calls), terminal-bash defaults ${JSON.stringify(DEFAULT_TUNING)}, node ${process.version}, ${Math.round((performance.now() - started) / 1000)} s\n`)
   printTable(rows)
-  await writeResults(OUT, rows)
+  if (memory.length > 0) {
+    console.log('\nmemory: client RSS (MB = 10^6 bytes) while terminals flood output; the slope is fitted after the warm-up\n')
+    printMemory(memory)
+  }
+  await writeResults(OUT, rows, memory)
   console.log(`\nwrote ${OUT}`)
 }
 

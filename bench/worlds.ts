@@ -33,6 +33,13 @@ export type WorldName = typeof WORLD_NAMES[number]
  */
 export const DEFAULT_TUNING: TerminalTuning = { pollIntervalMs: 50, exactProbeAfterMs: 150, idleSilenceMs: 3000 }
 
+/**
+ * The defaults, but a send may last 120 s instead of 30 (`timeoutMs`), for the sends that move
+ * 100 MB or flood for 30 s: with the default, a slow run would settle as `timeout` instead of
+ * at its prompt, and a flood's later cancel would find no send to interrupt.
+ */
+export const LONG_SEND_TUNING: TerminalTuning = { ...DEFAULT_TUNING, timeoutMs: 120_000 }
+
 export const IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
 /** Label on the bench's managed containers, so a crash can be swept without touching others'. */
 const BENCH_LABEL = 'dsh-remote-worlds.bench'
