@@ -3,12 +3,14 @@
  * (testcontainers: create, lifeline attach, start, the world-ready wait, openWorld, first
  * terminal's prompt) and through the managed Docker world's own open (openWorld creating the
  * container, first terminal's prompt). Each run starts and removes a fresh container.
+ * @module bench/rows/container-start
  */
-import { type RemoteWorld, openWorld } from '../src/backend/world.ts'
-import { DockerSubprocessRuntime } from '../src/providers/docker/docker-runtime.ts'
-import { DshWorldContainer } from '../src/testcontainers/index.ts'
+import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { DshWorldContainer } from '../../src/testcontainers/index.ts'
+import type { Sample, SampleTable } from '../timing.ts'
 
-/** Row names (bench/run.ts adds them to the docker world's rows). */
+/** Row names (bench/worlds.ts adds them to the docker world's rows). */
 export const CONTAINER_START_METRICS = ['start to first prompt (DshWorldContainer)', 'start to first prompt (managed open)'] as const
 
 /** One timed start: from nothing to the first terminal's settled prompt (ms); the world is then removed. */
@@ -28,7 +30,7 @@ async function timed(start: () => Promise<{ world: RemoteWorld; stop: () => Prom
  * Measure both ways `runs` times each (at most 10; one warm-up each, discarded), alternating.
  * @param image - the world image.
  */
-export async function measureContainerStart(image: string, runs: number): Promise<Map<string, { ms: number }[]>> {
+export async function measureContainerStart(image: string, runs: number): Promise<SampleTable> {
   const viaTestcontainers = async (): Promise<{ world: RemoteWorld; stop: () => Promise<void> }> => {
     const container = await new DshWorldContainer(image).start()
     return { world: await container.openWorld(), stop: async () => { await container.stop() } }
@@ -37,7 +39,7 @@ export async function measureContainerStart(image: string, runs: number): Promis
     world: await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image }, workspaceRoot: '/tmp' }),
     stop: async () => undefined,
   })
-  const samples = new Map<string, { ms: number }[]>(CONTAINER_START_METRICS.map(metric => [metric, []]))
+  const samples = new Map<string, Sample[]>(CONTAINER_START_METRICS.map(metric => [metric, []]))
   const count = Math.min(runs, 10)
   for (let run = 0; run <= count; run += 1) {
     const a = await timed(viaTestcontainers)
