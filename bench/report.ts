@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
+import { PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
 import { STDOUT_THROUGHPUT_BYTES } from './rows/spawn.ts'
 import { type Sample, median, percentile, round } from './timing.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
@@ -15,10 +16,13 @@ import { WORLD_NAMES, type WorldName } from './worlds.ts'
 const METRIC_ORDER: readonly string[] = [
   'connect (TCP+handshake+auth)',
   'open-to-prompt',
+  PWSH_OPEN_METRIC,
   'spawnTerminal (to pid published)',
   'echo settle',
   ECHO_WITHOUT_EMULATOR_METRIC,
+  PWSH_ECHO_METRIC,
   'cat settle (stdin_read)',
+  PWSH_READ_HOST_METRIC,
   '/dev/tty read settle (stdin_read)',
   'cancel-to-prompt',
   'close idle shell',
@@ -40,6 +44,16 @@ const METRIC_ORDER: readonly string[] = [
  */
 const BASELINE_METRIC: Readonly<Record<string, string>> = {
   [ECHO_WITHOUT_EMULATOR_METRIC]: 'echo settle',
+}
+
+/**
+ * The row of the SAME world a pwsh row is compared with (issue 13: pwsh beside bash): bash's
+ * open, echo, and its proven terminal read (`cat`), against pwsh's open, echo and Read-Host.
+ */
+const BASH_COUNTERPART: Readonly<Record<string, string>> = {
+  [PWSH_OPEN_METRIC]: 'open-to-prompt',
+  [PWSH_ECHO_METRIC]: 'echo settle',
+  [PWSH_READ_HOST_METRIC]: 'cat settle (stdin_read)',
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
@@ -89,6 +103,10 @@ export interface Row {
   wait_reasons?: Record<string, number>
   /** Throughput rows: payload MB (10^6 bytes) per second of the median. */
   mb_per_s?: number
+  /** pwsh rows: the bash row of the same world they stand beside, its median, and median / it. */
+  bash_metric?: string
+  bash_median_ms?: number
+  ratio_to_bash?: number
 }
 
 /** The rows of every world's samples, in report order (metric, then world). */
@@ -116,6 +134,9 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       const reasons: Record<string, number> = {}
       for (const sample of list) if (sample.reason !== undefined) reasons[sample.reason] = (reasons[sample.reason] ?? 0) + 1
       const payload = PAYLOAD_BYTES[metric]
+      const bashMetric = BASH_COUNTERPART[metric]
+      const bashList = bashMetric === undefined ? undefined : samples.get(bashMetric)
+      const bash = bashList !== undefined && bashList.length > 0 ? median(bashList.map(sample => sample.ms)) : undefined
       rows.push({
         metric,
         world,
@@ -129,6 +150,7 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
         floor_pass: pass,
         ...(Object.keys(reasons).length > 0 ? { wait_reasons: reasons } : {}),
         ...(payload !== undefined ? { mb_per_s: round(payload / 1e6 / (med / 1000)) } : {}),
+        ...(bash !== undefined ? { bash_metric: bashMetric!, bash_median_ms: round(bash), ratio_to_bash: round(med / bash) } : {}),
       })
     }
   }
@@ -155,7 +177,7 @@ function printMarkdown(header: readonly string[], body: readonly (readonly strin
 
 /** Print the timed rows (stdout). */
 export function printTable(rows: readonly Row[]): void {
-  const header = ['metric', 'world', 'median ms', 'p90 ms', 'runs', 'local ms', 'ratio', 'floor', 'result', 'settled as', 'MB/s']
+  const header = ['metric', 'world', 'median ms', 'p90 ms', 'runs', 'local ms', 'ratio', 'floor', 'result', 'settled as', 'MB/s', 'vs bash']
   const body = rows.map(row => [
     row.metric,
     row.world,
@@ -168,6 +190,7 @@ export function printTable(rows: readonly Row[]): void {
     row.floor_pass === null ? '' : row.floor_pass ? 'PASS' : 'FAIL',
     row.wait_reasons === undefined ? '' : Object.entries(row.wait_reasons).map(([reason, count]) => `${reason}:${count}`).join(' '),
     row.mb_per_s === undefined ? '' : row.mb_per_s.toFixed(1),
+    row.ratio_to_bash === undefined ? '' : `${row.ratio_to_bash.toFixed(2)}x ${formatMs(row.bash_median_ms!)} ms`,
   ])
   printMarkdown(header, body, new Set([2, 3, 4, 5, 6, 10]))
 }

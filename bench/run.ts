@@ -18,6 +18,7 @@ import { buildRows, printMemory, printTable, writeResults } from './report.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
 import { type MemoryRecord, floodMemory } from './rows/memory.ts'
 import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
+import { PWSH_METRICS, pwshRuns } from './rows/pwsh.ts'
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
 import { type SampleTable, sampleTable } from './timing.ts'
@@ -53,11 +54,11 @@ interface WorldResult {
 
 /**
  * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, world-specific
- * rows (all on the default composition), then the emulator rows and, when `memory`, the memory
- * section (on compositions of their own).
+ * rows (all on the default composition), then the emulator rows, the pwsh rows and, when
+ * `memory`, the memory section (on compositions of their own).
  */
 async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const opening = performance.now()
@@ -82,6 +83,7 @@ async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): P
     }
     await emulatorRuns(started, runs, samples)
     console.error(`[bench] ${entry.world}: emulator rows done`)
+    await pwshRuns(started, runs, samples)
     if (memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
   } finally {
     await started.stop()

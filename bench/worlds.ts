@@ -41,6 +41,8 @@ export const DEFAULT_TUNING: TerminalTuning = { pollIntervalMs: 50, exactProbeAf
 export const LONG_SEND_TUNING: TerminalTuning = { ...DEFAULT_TUNING, timeoutMs: 120_000 }
 
 export const IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:bookworm'
+/** The project image with PowerShell (docker/ensure-world.sh, where dotnet is on PATH). */
+export const PWSH_IMAGE = process.env.DSH_REMOTE_PWSH_IMAGE ?? 'dsh-remote-worlds/target-pwsh:bookworm'
 /** Label on the bench's managed containers, so a crash can be swept without touching others'. */
 const BENCH_LABEL = 'dsh-remote-worlds.bench'
 
@@ -53,6 +55,11 @@ export interface Composition {
    * false }`). The local provider has no emulator either way.
    */
   emulator: boolean
+  /**
+   * The shell: `bash` (default) or `pwsh`. A pwsh composition's managed container comes from
+   * {@link PWSH_IMAGE}; its tuning carries terminal-bash's `shellDialect`.
+   */
+  shell?: 'bash' | 'pwsh'
 }
 
 /** What users get: terminal-bash defaults, the emulator on. */
@@ -205,7 +212,7 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
       // with a live control channel.
       start: async () => startedWorld(
         'docker',
-        composition => composed(BenchDockerRuntime, { image: IMAGE, ...(users.docker !== undefined ? { user: users.docker } : {}), ...emulatorSetting(composition) }, composition.tuning),
+        composition => composed(BenchDockerRuntime, { image: composition.shell === 'pwsh' ? PWSH_IMAGE : IMAGE, ...(users.docker !== undefined ? { user: users.docker } : {}), ...emulatorSetting(composition) }, composition.tuning),
         sweepBenchContainers,
         // Container start to first prompt through testcontainers against the managed open (issue 11).
         runs => measureContainerStart(IMAGE, runs),
@@ -213,16 +220,18 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
     },
     {
       world: 'ssh',
-      // A real OpenSSH sshd in a container from the project image (host networking, 127.0.0.1, a
+      // A real OpenSSH sshd in a container from the project image, or from the PowerShell image
+      // when it exists (the same image plus .NET and pwsh, for the pwsh rows) (host networking, 127.0.0.1, a
       // free high port, keys generated for this run, host key pinned through known_hosts), shared
       // by every composition. The warm-up opens the pooled connection and its control channel,
       // so every measured open is a new PTY channel on an already-connected target (the pool
       // keeps it for idleMs, 15 s).
       start: async () => {
+        const image = await new Docker().getImage(PWSH_IMAGE).inspect().then(() => PWSH_IMAGE, () => IMAGE)
         // One retry: the helper's free port can be taken by a parallel test before sshd binds it.
-        const sshd = await startSshdWorld().catch((error: unknown) => {
+        const sshd = await startSshdWorld([{}], { image }).catch((error: unknown) => {
           console.error(`[bench] ssh: test sshd did not start (${(error as Error).message.split(';')[0]}); retrying once`)
-          return startSshdWorld()
+          return startSshdWorld([{}], { image })
         })
         const config: SshRuntimeConfig = {
           target: `${users.ssh}@127.0.0.1:${sshd.ports[0]}`,
