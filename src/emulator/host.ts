@@ -39,8 +39,10 @@ export interface TerminalEmulatorOptions {
 
 /** Where an emulator's outputs go (see {@link TerminalEmulator.connect}). */
 export interface TerminalEmulatorSink {
-  /** A reply for the program: write it to the PTY input. */
+  /** A reply for the program: write it to the PTY input (or hold it: ReplyDelivery). */
   onReply(data: string): void
+  /** The output showed the harness's prompt marker, in order with the replies. */
+  onPrompt(): void
   /** True: stop reading PTY output until called with false (see {@link EMULATOR_HIGH_WATER_BYTES}). */
   onBackpressure(paused: boolean): void
 }
@@ -162,6 +164,7 @@ export class TerminalEmulator {
   private readonly id: number
   private sink: TerminalEmulatorSink | undefined
   private readonly screens = new Map<number, PromiseWithResolvers<TerminalScreen>>()
+  private readonly syncs = new Map<number, PromiseWithResolvers<void>>()
   private nextRequest = 1
   /** Bytes posted but not yet parsed. */
   private unparsed = 0
@@ -225,7 +228,22 @@ export class TerminalEmulator {
     return pending.promise
   }
 
-  /** Release the worker's terminal; pending screens reject. Idempotent. */
+  /**
+   * Resolves once everything written so far was parsed (its replies and prompt events are
+   * delivered before this resolves: messages of the worker arrive in order).
+   * @throws Error when the emulator failed or is closed.
+   */
+  sync(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    if (this.closed) return Promise.reject(new Error('terminal emulator is closed'))
+    const request = this.nextRequest++
+    const pending = Promise.withResolvers<void>()
+    this.syncs.set(request, pending)
+    this.host.post({ op: 'sync', id: this.id, request })
+    return pending.promise
+  }
+
+  /** Release the worker's terminal; pending screens and syncs reject. Idempotent. */
   close(): void {
     if (this.closed) return
     this.closed = true
@@ -241,6 +259,13 @@ export class TerminalEmulator {
       case 'reply':
         if (!this.closed) this.sink?.onReply(message.data)
         return
+      case 'prompt':
+        if (!this.closed) this.sink?.onPrompt()
+        return
+      case 'synced':
+        this.syncs.get(message.request)?.resolve()
+        this.syncs.delete(message.request)
+        return
       case 'parsed':
         this.unparsed -= message.bytes
         if (this.paused && this.unparsed < EMULATOR_LOW_WATER_BYTES) this.release()
@@ -254,6 +279,8 @@ export class TerminalEmulator {
         if (message.request !== undefined) {
           this.screens.get(message.request)?.reject(error)
           this.screens.delete(message.request)
+          this.syncs.get(message.request)?.reject(error)
+          this.syncs.delete(message.request)
           return
         }
         this.failure = error
@@ -271,7 +298,8 @@ export class TerminalEmulator {
   }
 
   private rejectAll(error: Error): void {
-    for (const pending of this.screens.values()) pending.reject(error)
+    for (const pending of [...this.screens.values(), ...this.syncs.values()]) pending.reject(error)
     this.screens.clear()
+    this.syncs.clear()
   }
 }

@@ -14,6 +14,8 @@ export type HostMessage =
   | { op: 'write'; id: number; data: Uint8Array }
   | { op: 'resize'; id: number; rows: number; cols: number }
   | { op: 'screen'; id: number; request: number; scrollback: number }
+  /** Answered (`synced`) once everything written before it is parsed. */
+  | { op: 'sync'; id: number; request: number }
   | { op: 'close'; id: number }
 
 /** Worker to host. */
@@ -22,6 +24,12 @@ export type WorkerMessage =
   | { op: 'ready'; id: 0 }
   /** A reply the emulator sends to the program (PTY input), e.g. a cursor position report. */
   | { op: 'reply'; id: number; data: string }
+  /**
+   * The output showed the harness's prompt marker (OSC 133 ; D), in order with `reply`: a reply
+   * posted before it answered a query of a program that has ended by now.
+   */
+  | { op: 'prompt'; id: number }
+  | { op: 'synced'; id: number; request: number }
   /** `bytes` more of the emulator's input were parsed (flow control). */
   | { op: 'parsed'; id: number; bytes: number }
   | { op: 'screen'; id: number; request: number; screen: TerminalScreen }

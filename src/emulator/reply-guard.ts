@@ -3,7 +3,9 @@
  * them; a harness on top that answers the same queries itself (newer terminal-bash releases
  * write replies through the terminal handle) would make the program read a second answer, which
  * it takes as typed input. The guard remembers the kinds of replies the emulator sent and drops
- * a reply of the same kind from the harness's next writes, within a short window.
+ * a reply of the same kind from the harness's next write, within a short window: a harness
+ * answers right after it sees the query, before it writes anything else, so a write that carries
+ * anything besides replies (typed text) ends the watch, and later text passes untouched.
  * @module dsh-remote-worlds/emulator/reply-guard
  */
 
@@ -41,17 +43,20 @@ export class ReplyGuard {
 
   /**
    * `input` without the replies that repeat one the emulator already sent (each such reply is
-   * dropped once); anything else, typed text included, passes unchanged.
+   * dropped once); anything else, typed text included, passes unchanged. A write that keeps
+   * anything (typed text) ends the watch: nothing is dropped from later writes.
    */
   filter(input: string, now = Date.now()): string {
     this.answered = this.answered.filter(entry => now - entry.at <= DUPLICATE_REPLY_WINDOW_MS)
-    if (this.answered.length === 0 || !input.includes('\x1b')) return input
-    return input.replace(REPLY, (text: string, privateCpr?: string, mode?: string, osc?: string) => {
+    if (this.answered.length === 0) return input
+    const kept = !input.includes('\x1b') ? input : input.replace(REPLY, (text: string, privateCpr?: string, mode?: string, osc?: string) => {
       const kind = kindOf(text, privateCpr, mode, osc)
       const at = this.answered.findIndex(entry => entry.kind === kind)
       if (at < 0) return text
       this.answered.splice(at, 1)
       return ''
     })
+    if (kept.length > 0) this.answered = []
+    return kept
   }
 }

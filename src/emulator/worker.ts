@@ -21,10 +21,7 @@ const headlessVersion: string = createRequire(import.meta.url)('@xterm/headless/
 /** The XTVERSION answer: the emulator that keeps the state, and its version. */
 const XTVERSION = `xterm.js(${headlessVersion})`
 
-/** An emulator, and how it sends the replies its last chunk produced. */
-type Emulator = InstanceType<typeof xterm.Terminal> & { sendReplies(): void }
-
-const terminals = new Map<number, Emulator>()
+const terminals = new Map<number, InstanceType<typeof xterm.Terminal>>()
 const post = (message: WorkerMessage): void => port.postMessage(message)
 
 /**
@@ -49,21 +46,13 @@ function open(message: Extract<HostMessage, { op: 'open' }>): void {
   terminal.loadAddon(new unicode11.Unicode11Addon())
   terminal.unicode.activeVersion = '11'
   installReplies(terminal, XTVERSION)
-  // Replies wait for the end of the chunk that asked. When the shell's prompt follows the
-  // query in it, the program that asked has already ended (`printf '\e[6n'` alone), and its
-  // answer would be typed into the prompt (`;1R` before the agent's next command): dropped.
-  let replies: string[] = []
-  if (message.replies) terminal.onData(data => replies.push(data))
+  if (message.replies) terminal.onData(data => post({ op: 'reply', id: message.id, data }))
+  // In order with the replies: the host drops a reply a prompt followed (host.ts, ReplyDelivery).
   terminal.parser.registerOscHandler(PROMPT_MARKER_OSC, data => {
-    if (data.startsWith('D')) replies = []
+    if (data.startsWith('D')) post({ op: 'prompt', id: message.id })
     return false
   })
-  terminals.set(message.id, Object.assign(terminal, {
-    sendReplies: () => {
-      for (const data of replies) post({ op: 'reply', id: message.id, data })
-      replies = []
-    },
-  }))
+  terminals.set(message.id, terminal)
 }
 
 port.on('message', (message: HostMessage) => {
@@ -77,12 +66,12 @@ port.on('message', (message: HostMessage) => {
     switch (message.op) {
       case 'write': {
         const bytes = message.data.byteLength
-        terminal.write(message.data, () => {
-          terminal.sendReplies()
-          post({ op: 'parsed', id: message.id, bytes })
-        })
+        terminal.write(message.data, () => post({ op: 'parsed', id: message.id, bytes }))
         return
       }
+      case 'sync':
+        terminal.write('', () => post({ op: 'synced', id: message.id, request: message.request }))
+        return
       case 'resize':
         terminal.resize(message.cols, message.rows)
         return
@@ -96,7 +85,7 @@ port.on('message', (message: HostMessage) => {
         return
     }
   } catch (error) {
-    post({ op: 'failed', id: message.id, ...(message.op === 'screen' ? { request: message.request } : {}), message: (error as Error).message })
+    post({ op: 'failed', id: message.id, ...(message.op === 'screen' || message.op === 'sync' ? { request: message.request } : {}), message: (error as Error).message })
   }
 })
 

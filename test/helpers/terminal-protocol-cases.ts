@@ -131,9 +131,21 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
     expect([screen.rows, screen.cols]).toEqual([30, 100])
   })
 
-  withTerminal('a query whose program already ended is not answered into the prompt', async terminal => {
+  withTerminal('a query whose program never reads the answer is not answered into the prompt', async terminal => {
     await expectStdinRead(terminal, "printf '\\033[6n'")
     expect(await run(terminal, 'echo next')).toEqual(['next'])
+    // The program went on with other work before the prompt (the answer is held until someone reads).
+    await expectStdinRead(terminal, "printf '\\033[6n'; ls / >/dev/null")
+    expect(await run(terminal, 'echo n2')).toEqual(['n2'])
+    await expectStdinRead(terminal, "printf '\\033]11;?\\007'; sleep 0.05")
+    expect(await run(terminal, 'echo n3')).toEqual(['n3'])
+    // A file holding queries, printed by cat: cat never reads the terminal.
+    await expectStdinRead(terminal, "printf '\\033[c\\033[6n' > queries.txt; cat queries.txt; ls /usr/bin | wc -l >/dev/null")
+    expect(await run(terminal, 'echo n4')).toEqual(['n4'])
+  })
+
+  withTerminal('a program that reads the answer later (after other work) still gets it', async terminal => {
+    expect(await run(terminal, `printf '\\033[6n'; sleep 0.5; read -t 2 -rs -d R pos; echo "late \${#pos}"`)).toEqual(['late 5'])
   })
 
   withTerminal('a harness\'s second answer to a query the emulator answered is dropped: the program reads one', async (terminal, world) => {

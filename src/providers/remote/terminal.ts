@@ -21,6 +21,7 @@ import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
 import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
+import { ReplyDelivery } from './reply-delivery.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
 import { findWrappedProgram } from './wrapped-program.ts'
@@ -253,6 +254,19 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly emulator: TerminalEmulator | undefined
   /** Drops a harness's second answer to a query the emulator answered (emulator/reply-guard.ts). */
   private readonly replyGuard = new ReplyGuard()
+  /** Holds each emulator reply until the program that asked reads the terminal (reply-delivery.ts). */
+  private readonly replies = new ReplyDelivery({
+    readingTerminal: () => this.withControl(control => control.foreground(this.identity)).then(facts => facts?.inputWaiting === true),
+    settle: async () => {
+      this.flush()
+      await this.emulator?.sync()
+    },
+    write: data => {
+      this.replyGuard.noteAnswered(data)
+      return this.transport.write(Buffer.from(data, 'utf8'))
+    },
+    live: () => !this.exited && !this.closing,
+  })
 
   /** @internal Use {@link startRemoteTerminal}. */
   constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator) {
@@ -264,7 +278,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.pid = identity.pid
     this.emulator = emulator
     emulator?.connect({
-      onReply: data => this.reply(data),
+      onReply: data => {
+        if (!this.exited && !this.closing) this.replies.reply(data)
+      },
+      onPrompt: () => this.replies.prompt(),
       onBackpressure: paused => {
         if (paused) transport.output.pause()
         else transport.output.resume()
@@ -410,12 +427,6 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.start.onTerminated?.(this)
   }
 
-  /** Send an emulator reply to the program, unless the terminal is ending. */
-  private reply(data: string): void {
-    if (this.exited || this.closing) return
-    this.replyGuard.noteAnswered(data)
-    this.transport.write(Buffer.from(data, 'utf8')).catch(() => undefined)
-  }
 
   /**
    * Run `use` on the control channel; when the channel failed (its program was killed, a
