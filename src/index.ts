@@ -16,6 +16,8 @@ export type { RemoteTerminalStart, TerminalTransport } from './providers/remote/
 export { terminateSession, sessionMembers } from './providers/remote/teardown.ts'
 export { resolveDevcontainer, readDevcontainerSettings, findDevcontainers, locateDevcontainer, LOCAL_FOLDER_LABEL, CONFIG_FILE_LABEL, METADATA_LABEL, DevcontainerAmbiguousError, DevcontainerConfigInvalidError, DevcontainerConfigMissingError, DevcontainerNotFoundError, DevcontainerStoppedError } from './devcontainer/index.ts'
 export type { DevcontainerCandidate, DevcontainerSettings, ResolveDevcontainerOptions, ResolvedDevcontainer } from './devcontainer/index.ts'
+export { TerminalEmulatorSettings, DEFAULT_SCROLLBACK_LINES, MAX_SCROLLBACK_LINES } from './emulator/settings.ts'
+export type { TerminalScreen } from './emulator/screen.ts'
 export { openWorld } from './backend/world.ts'
 export type { OpenWorldOptions, RemoteWorld, WorldTerminal, TerminalTuning } from './backend/world.ts'
 export * from './sandbox/index.ts'

@@ -166,6 +166,8 @@ export function resolveTarget(flags: TargetFlags): Target {
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
   const locale = flags.locale === undefined ? {} : { locale: flags.locale === 'off' ? false : flags.locale }
   const terminal = terminalSettings(flags)
+  // PSReadLine asks for the cursor position at start and waits for the answer (README, "PowerShell").
+  if (flags.shell === 'pwsh' && (terminal?.emulator === false || terminal?.replies === 'off')) throw new InvalidArgumentError(`--shell pwsh needs the terminal to answer: PowerShell's PSReadLine asks for the cursor position when it starts and waits for the answer, so with ${terminal.emulator === false ? '--no-emulator' : '--replies off'} it never shows a prompt`)
   // The runtime config's `locale` and `terminal`, as given (absent: the world's defaults).
   const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}) }
   // terminal-bash's dialect; its shell program must exist in the world.

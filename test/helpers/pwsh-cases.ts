@@ -58,6 +58,26 @@ export function pwshCases(open: OpenPwshWorld): void {
     await expectOutput(terminal, '$x', ['42'])
   })
 
+  withTerminal('the first send is a command of its own, not glued to terminal-bash\'s setup line', async terminal => {
+    // `using` must come first in a script block: glued to the setup line it is refused.
+    await expectOutput(terminal, 'using namespace System.Text', [])
+    await expectOutput(terminal, "[StringBuilder]::new('ok').ToString()", ['ok'])
+  })
+
+  it('three pwsh terminals started at once each run their first sends apart', async () => {
+    const worlds = await Promise.all([open(), open(), open()])
+    try {
+      await Promise.all(worlds.map(async world => {
+        const terminal = await world.open({ cwd: '/tmp' })
+        await expectOutput(terminal, "'x'", ['x'])
+        await expectOutput(terminal, "'BBB'", ['BBB'])
+        await terminal.close()
+      }))
+    } finally {
+      await Promise.all(worlds.map(world => world.dispose()))
+    }
+  })
+
   withTerminal('Read-Host settles stdin_read, proven on the thread .NET reads the console with; the next send answers it', async terminal => {
     const asked = await terminal.send("Read-Host 'name'")
     expect(asked.waitReason).toBe('stdin_read')

@@ -52,3 +52,17 @@ describe('resolveTarget with terminal flags', () => {
     expect(target.terminal).toBeUndefined()
   })
 })
+
+describe('--shell', () => {
+  it('pwsh sets terminal-bash\'s pwsh dialect and, for a managed container, the PowerShell image', () => {
+    const target = resolveTarget({ shell: 'pwsh', user: 'agent', cwd: '/tmp' })
+    expect(target.world.terminal).toEqual({ shellDialect: 'pwsh', shellPath: 'pwsh' })
+    expect(target.world.runtimeConfig).toMatchObject({ image: 'dsh-remote-worlds/target-pwsh:bookworm', user: 'agent' })
+    expect(resolveTarget({ shell: 'bash', user: 'agent', cwd: '/tmp' }).world.terminal).toBeUndefined()
+  })
+
+  it('pwsh without replies is refused: PSReadLine waits for its cursor position report', () => {
+    expect(() => resolveTarget({ shell: 'pwsh', replies: 'off' })).toThrow(InvalidArgumentError)
+    expect(() => resolveTarget({ shell: 'pwsh', emulator: false })).toThrow(/--shell pwsh needs the terminal to answer: .* with --no-emulator it never shows a prompt/)
+  })
+})

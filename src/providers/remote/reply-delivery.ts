@@ -42,6 +42,11 @@ export class ReplyDelivery {
 
   constructor(private readonly port: ReplyPort) {}
 
+  /** True while a reply waits for its program to read. */
+  get holding(): boolean {
+    return this.held.length > 0
+  }
+
   /** The emulator answered a query: deliver the answer once the program reads. */
   reply(data: string): void {
     this.held.push(data)

@@ -105,6 +105,19 @@ export const OUTPUT_COALESCE_BYTES = 1024 * 1024
 /** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
 export const OUTPUT_COALESCE_MS = 2
 
+/**
+ * Input typed before the program first reads the terminal waits until it does (see
+ * {@link RemoteTerminalHandle.write}): at most this long (ms) after the first write.
+ */
+export const FIRST_READ_BOUND_MS = 10_000
+/** How long the output must have been quiet before a proven read counts as the first (ms). */
+const FIRST_READ_QUIET_MS = 30
+/** Interval of the stdin-wait probe while input waits for the first read (ms). */
+const FIRST_READ_PROBE_MS = 10
+
+/** The window sizes {@link RemoteTerminalHandle.resize} accepts, [min, max] in character cells. */
+export const TERMINAL_SIZE_LIMITS = { rows: [1, 1000], cols: [2, 1000] } as const
+
 /** How long a wrapper may take to exec the program it wraps (ms); see wrapped-program.ts. */
 const WRAPPED_PROGRAM_BOUND_MS = 5_000
 
@@ -250,6 +263,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
+  /** Input written before the program first read the terminal waits for this (see write). */
+  private firstRead: Promise<void> | undefined
+  private readFirst = false
+  /** When the last output chunk arrived (performance.now() ms). */
+  private lastOutputAt = performance.now()
   /** The terminal emulator, when the start asked for one. */
   private readonly emulator: TerminalEmulator | undefined
   /** Drops a harness's second answer to a query the emulator answered (emulator/reply-guard.ts). */
@@ -322,22 +340,48 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * @inheritdoc
    * A reply to a terminal query that the emulator already answered is dropped from `data`
    * (emulator/reply-guard.ts): the program gets one answer per query.
+   *
+   * Input written before the program first read the terminal waits, in order, until it does:
+   * a member of the foreground group proven blocked reading it, with the output quiet for
+   * {@link FIRST_READ_QUIET_MS} and no emulator reply held (at most {@link FIRST_READ_BOUND_MS}).
+   * A program that asks the terminal something while it starts reads the answer and then
+   * sets the terminal up: PowerShell's console reads the cursor position report in cooked mode,
+   * then PSReadLine switches to raw mode, and a line typed ahead before that lost its Enter
+   * (terminal-bash's pwsh setup line glued to the agent's first command). After the first read,
+   * input goes straight through, typed ahead as in any terminal.
    */
   write(data: string): Promise<void> {
     if (this.exited) return Promise.reject(new Error('terminal process has exited'))
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     const input = this.replyGuard.filter(data)
     if (input.length === 0) return Promise.resolve()
-    return this.track(this.transport.write(Buffer.from(input, 'utf8')))
+    const bytes = Buffer.from(input, 'utf8')
+    if (this.readFirst) return this.track(this.transport.write(bytes))
+    this.firstRead ??= this.awaitFirstRead()
+    return this.track(this.firstRead.then(() => this.transport.write(bytes)))
+  }
+
+  /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */
+  private async awaitFirstRead(): Promise<void> {
+    const deadline = performance.now() + FIRST_READ_BOUND_MS
+    while (performance.now() < deadline && !this.exited && !this.closing) {
+      const quiet = performance.now() - this.lastOutputAt >= FIRST_READ_QUIET_MS && !this.replies.holding
+      if (quiet && await this.withControl(control => control.foreground(this.identity)).then(facts => facts?.inputWaiting === true, () => false)) break
+      await delay(FIRST_READ_PROBE_MS)
+    }
+    this.readFirst = true
   }
 
   /**
    * Set the PTY window size (the program gets SIGWINCH) and the emulator's, in character cells.
-   * @throws InvalidArgumentError for sizes that are not integers from 1 to 10 000.
+   * @throws InvalidArgumentError for a size outside {@link TERMINAL_SIZE_LIMITS} (xterm.js keeps
+   *   at least 2 columns; a larger screen costs the emulator memory per cell).
    * @throws Error when the terminal exited or is terminating; the transport's error when it is gone.
    */
   async resize(rows: number, cols: number): Promise<void> {
-    if (![rows, cols].every(value => Number.isSafeInteger(value) && value > 0 && value <= 10_000)) throw new InvalidArgumentError(`terminal size must be integers from 1 to 10000, got ${rows}x${cols}`)
+    const { rows: rowLimits, cols: colLimits } = TERMINAL_SIZE_LIMITS
+    const within = (value: number, [min, max]: readonly [number, number]): boolean => Number.isSafeInteger(value) && value >= min && value <= max
+    if (!within(rows, rowLimits) || !within(cols, colLimits)) throw new InvalidArgumentError(`terminal size must be ${rowLimits[0]}-${rowLimits[1]} rows and ${colLimits[0]}-${colLimits[1]} columns, got ${rows}x${cols}`)
     if (this.exited) throw new Error('terminal process has exited')
     if (this.closing) throw new Error('terminal is terminating')
     // The emulator first: what the program draws after its SIGWINCH is parsed at the new size.
@@ -349,15 +393,18 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * What the terminal shows now, after every output byte received so far (see
    * {@link TerminalScreen}); also after the program exited, until the terminal is terminated.
    * @param options.scrollback - also return up to this many lines that scrolled off the top.
+   * @throws InvalidArgumentError when `scrollback` is not a whole number.
    * @throws ScreenUnavailableError when the terminal has no emulator, was terminated, or its
    *   emulator failed (the cause).
    */
   async screen(options: { scrollback?: number } = {}): Promise<TerminalScreen> {
+    const scrollback = options.scrollback ?? 0
+    if (!Number.isSafeInteger(scrollback) || scrollback < 0) throw new InvalidArgumentError(`screen({ scrollback }) takes a whole number of lines, got ${String(options.scrollback)}`)
     if (this.emulator === undefined) throw new ScreenUnavailableError(`terminal ${this.pid} in ${this.start.where} has no emulator (runtime setting terminal.emulator is false)`)
     try {
       // Held output is the emulator's too: hand it over first.
       this.flush()
-      return await this.emulator.screen(options.scrollback ?? 0)
+      return await this.emulator.screen(scrollback)
     } catch (error) {
       throw new ScreenUnavailableError(`the screen of terminal ${this.pid} in ${this.start.where} is unavailable: ${(error as Error).message}`, { cause: error })
     }
@@ -450,6 +497,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** Hold a transport chunk for coalescing; flush at the size bound or after the short delay. */
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
+    this.lastOutputAt = performance.now()
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
     if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) this.flush()
