@@ -37,17 +37,17 @@ describe('terminalSettings', () => {
 })
 
 describe('resolveTarget with terminal flags', () => {
-  it('puts the setting into the runtime config of a managed container, an attached one and an SSH host', () => {
+  it('puts the setting into the runtime config of a managed container, an attached one and an SSH host', async () => {
     const flags = { replies: 'off', scrollback: '50' }
     const expected = { replies: 'off', scrollback: 50 }
-    for (const target of [resolveTarget(flags), resolveTarget({ ...flags, docker: 'c1' }), resolveTarget({ ...flags, ssh: 'agent@example.invalid' })]) {
+    for (const target of await Promise.all([resolveTarget(flags), resolveTarget({ ...flags, docker: 'c1' }), resolveTarget({ ...flags, ssh: 'agent@example.invalid' })])) {
       expect((target.world.runtimeConfig as { terminal?: unknown }).terminal).toEqual(expected)
       expect(target.terminal).toEqual(expected)
     }
   })
 
-  it('leaves the runtime config without terminal when no flag is given', () => {
-    const target = resolveTarget({ docker: 'c1', emulator: true })
+  it('leaves the runtime config without terminal when no flag is given', async () => {
+    const target = await resolveTarget({ docker: 'c1', emulator: true })
     expect(target.world.runtimeConfig).toEqual({ container: 'c1' })
     expect(target.terminal).toBeUndefined()
   })
