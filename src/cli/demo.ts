@@ -34,7 +34,7 @@ jobs
  * @returns true when the session ran and nothing was left running.
  */
 export async function runDemo(write: (text: string) => void, image = DEFAULT_IMAGE): Promise<boolean> {
-  const target = resolveTarget({ image, user: 'agent', cwd: '/tmp' })
+  const target = await resolveTarget({ image, user: 'agent', cwd: '/tmp' })
   write(`dsh-remote-worlds demo: preparing the Docker engine and ${image} ...\n`)
   await target.prepare()
   const openedAt = performance.now()

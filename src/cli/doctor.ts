@@ -9,10 +9,8 @@ import type { RemoteWorld } from '../backend/world.ts'
 import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
-import { isScrubbedName } from '../providers/remote/environment.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
 import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
-import { sandboxReportOf } from '../sandbox/companion.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
@@ -282,84 +280,4 @@ export function managedSandboxReport(report: WorldSandboxReport, currentMode: st
 /** Render findings for humans. */
 export function formatChecks(description: string, checks: readonly DoctorCheck[]): string {
   return [`dsh-remote-worlds doctor: ${description}`, ...checks.map(check => `  ${check.ok ? 'ok  ' : 'FAIL'} ${check.name.padEnd(26)} ${check.detail}`)].join('\n')
-}
-
-/** What doctor says of a dev container target: what of its devcontainer.json is applied, and what is not. */
-export interface DevcontainerReport {
-  /** The project folder's real path. */
-  folder: string
-  /** Its devcontainer.json. */
-  configFile: string
-  /** The container: 12-digit id. */
-  container: string
-  /** The container's name. */
-  name: string
-  /** True when `--start` started it. */
-  started: boolean
-  /** The exec user, or undefined for the container's own. */
-  user: string | undefined
-  /** Where the user comes from (`--user`, `remoteUser of devcontainer.json`, ...). */
-  userSource: string
-  /** The shell's cwd and the sandbox's workspace root, from `workspaceFolder` (or its default). */
-  workspaceFolder: string
-  /** `workspaceFolder` as set in the file, or the specification's default. */
-  workspaceFolderSource: 'workspaceFolder' | 'default'
-  /** remoteEnv names terminals and spawned processes get. */
-  remoteEnv: string[]
-  /** Properties the container got when it was created, taken as they are. */
-  atCreation: string[]
-  /**
-   * What is not applied: unsupported properties and variables, and remoteEnv names the ambient
-   * scrub drops (credential-shaped or `DSH_*`: the harness's rule for every world's environment).
-   */
-  notApplied: string[]
-  /** Confined modes the container enforces (judged like any attached container). */
-  enforces: string[]
-  /** Confined modes it does not enforce: refused before a shell starts. */
-  refuses: string[]
-}
-
-/**
- * The dev container report of a world opened with `--devcontainer`; undefined for any other
- * world. The sandbox half comes from the world's `ctx.sandbox` report (the inspector judges the
- * dev container like any attached container).
- */
-export async function devcontainerReport(world: RemoteWorld): Promise<DevcontainerReport | undefined> {
-  if (!(world.runtime instanceof DockerSubprocessRuntime)) return undefined
-  await world.runtime.world()
-  const resolved = world.runtime.devcontainer
-  if (resolved === undefined) return undefined
-  const explicit = world.runtime.config.user
-  const scrubbed = Object.keys(resolved.remoteEnv).filter(isScrubbedName)
-  const modes = (sandboxReportOf(world.ctx)?.modes ?? []).filter(mode => mode.mode !== 'danger-full-access')
-  return {
-    folder: resolved.folder,
-    configFile: resolved.configFile,
-    container: resolved.container.slice(0, 12),
-    name: resolved.name,
-    started: resolved.started,
-    user: explicit ?? resolved.user,
-    userSource: explicit !== undefined ? `given explicitly (--user, the runtime's \`user\`), which wins over ${resolved.user === undefined ? 'the container\'s own user' : `${resolved.userSource} (${resolved.user})`}` : resolved.userSource,
-    workspaceFolder: resolved.workspaceFolder,
-    workspaceFolderSource: resolved.workspaceFolderSource,
-    remoteEnv: Object.keys(resolved.remoteEnv).filter(name => !isScrubbedName(name)),
-    atCreation: resolved.atCreation,
-    notApplied: [...resolved.unsupported, ...scrubbed.map(name => `remoteEnv.${name} (credential-shaped or DSH_*: scrubbed like the container's own environment)`)],
-    enforces: modes.filter(mode => mode.available).map(mode => mode.mode),
-    refuses: modes.filter(mode => !mode.available).map(mode => mode.mode),
-  }
-}
-
-/** Render a dev container report for humans (lines to indent under the checks). */
-export function formatDevcontainerReport(report: DevcontainerReport): string[] {
-  const list = (names: readonly string[]): string => names.length === 0 ? 'none' : names.join(', ')
-  return [
-    `dev container of ${report.folder}: docker container ${report.container} (${report.name})${report.started ? ', started by --start' : ''}, configured by ${report.configFile}`,
-    `  user: ${report.user ?? '(the container\'s own)'} (${report.userSource})`,
-    `  workspace: ${report.workspaceFolder} (${report.workspaceFolderSource === 'workspaceFolder' ? 'workspaceFolder' : 'workspaceFolder not set: the specification\'s default'}), the shell's cwd and the sandbox's workspace root`,
-    `  remoteEnv for terminals and spawned processes: ${list(report.remoteEnv)}`,
-    `  as the container was created: ${list(report.atCreation)}`,
-    `  not applied: ${list(report.notApplied)}`,
-    `  sandbox: judged like any attached container; enforces ${report.enforces.length === 0 ? 'no confined mode' : report.enforces.join(' and ')}${report.refuses.length === 0 ? '' : `; ${report.refuses.join(' and ')} ${report.refuses.length === 1 ? 'is' : 'are'} refused before the shell starts`}`,
-  ]
 }

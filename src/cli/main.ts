@@ -6,7 +6,7 @@
  *   run --script FILE|-    one send per line (directives: @raw, @cancel-after MS, @signal SIG, @screen)
  *   doctor                 what this world can prove, and why not where it cannot
  * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed) |
- *   --devcontainer [FOLDER] (with --start) | --ssh [user@]host[:port] (with --identity FILE,
+ *   --devcontainer [FOLDER] (with --config FILE, --start) | --ssh [user@]host[:port] (with --identity FILE,
  *   --known-hosts FILE); --user; --cwd.
  * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
  * @module dsh-remote-worlds/cli/main
@@ -17,7 +17,9 @@ import { readFile } from 'node:fs/promises'
 import { Command, CommanderError, Option } from 'commander'
 import { runDemo } from './demo.ts'
 import { formatSandboxReport, sandboxReportOf } from '../sandbox/index.ts'
-import { devcontainerReport, diagnose, formatChecks, formatDevcontainerReport, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
+import { DevcontainerUserNotFoundError } from '../devcontainer/index.ts'
+import { attachedDevcontainer, devcontainerNotices, devcontainerReport, devcontainerReportOf, formatDevcontainerReport } from './devcontainer-report.ts'
+import { type DoctorCheck, diagnose, formatChecks, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
@@ -30,6 +32,7 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--docker <container>', 'attach to this running container (name or id)'))
     .addOption(new Option('--image <image>', 'run a managed throwaway container from this image (default: dsh-remote-worlds/target:bookworm)'))
     .addOption(new Option('--devcontainer [folder]', 'attach to the dev container of this project folder (default: the current directory), found by the Dev Containers labels; its devcontainer.json gives the user (remoteUser, else containerUser), the cwd and workspace (workspaceFolder) and remoteEnv'))
+    .addOption(new Option('--config <file>', 'with --devcontainer: its devcontainer.json, as the Dev Containers CLI\'s --config (e.g. .devcontainer/python/devcontainer.json); the container must have been made from it (default: the one the folder\'s container was made from)'))
     .addOption(new Option('--start', 'with --devcontainer: start the dev container when it is stopped'))
     .addOption(new Option('--ssh <target>', 'run on a host over SSH: [user@]host[:port] or a Host alias of ~/.ssh/config'))
     .addOption(new Option('--identity <file>', 'SSH private key file (as ssh -i; default: ~/.ssh/config IdentityFile, ~/.ssh/id_*, ssh-agent)'))
@@ -43,6 +46,12 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
     .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
     .addOption(new Option('--shell <dialect>', 'the terminal\'s shell: bash (default) or pwsh (PowerShell; a managed container then defaults to dsh-remote-worlds/target-pwsh:bookworm)').choices(['bash', 'pwsh']))
+}
+
+/** Say on stderr what of a dev container's configuration is not applied, and that --start started it (devcontainer-report.ts). */
+async function noteDevcontainer(world: RemoteWorld): Promise<void> {
+  const resolved = await attachedDevcontainer(world)
+  if (resolved !== undefined) for (const line of devcontainerNotices(resolved)) process.stderr.write(`${line}\n`)
 }
 
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
@@ -76,9 +85,10 @@ program.command('demo', { isDefault: true })
 targetOptions(program.command('shell'))
   .description('interactive persistent shell: each line is a send (a line @screen shows the screen instead); Ctrl-C cancels the running command')
   .action(async (flags: TargetFlags) => {
-    const target = resolveTarget(flags)
+    const target = await resolveTarget(flags)
     process.stderr.write(`opening ${target.description} ...\n`)
     await withWorld(target, async world => {
+      await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
       await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
@@ -93,8 +103,9 @@ targetOptions(program.command('run'))
   .option('--json', 'print one JSON object per step: i, line, text, waitReason, sessionStatus, output, truncated, ms, events when the world counted a resource-limit kill, and screen when a program holds the alternate screen or the send settled by inferred_idle or timeout; an @screen step: i, line, text, and screen or screenError')
   .action(async (flags: TargetFlags & { script: string; json?: boolean }) => {
     const steps = parseScript(await readScript(flags.script))
-    const target = resolveTarget(flags)
+    const target = await resolveTarget(flags)
     await withWorld(target, async world => {
+      await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
@@ -121,25 +132,36 @@ targetOptions(program.command('doctor'))
   .option('--json', 'print the findings as JSON')
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
   .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean }) => {
-    const resolved = resolveTarget(flags)
+    const resolved = await resolveTarget(flags)
     // Doctor lists leftovers instead of reaping them on connect (the default of every other client).
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
-    await withWorld(target, async world => {
-      const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
-      const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
-      const inspected = sandboxReportOf(world.ctx)
-      const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
-      const devcontainer = await devcontainerReport(world)
+    try {
+      await withWorld(target, async world => {
+        const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
+        const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
+        const inspected = sandboxReportOf(world.ctx)
+        const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
+        const devcontainer = await devcontainerReport(world)
+        process.stdout.write(`${flags.json === true
+          ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers }, null, 2)
+          : [
+            formatChecks(target.description, checks),
+            ...(devcontainer === undefined ? [] : formatDevcontainerReport(devcontainer).map(line => `  ${line}`)),
+            ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
+            '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
+          ].join('\n')}\n`)
+        process.exitCode = checks.every(check => check.ok) ? 0 : 1
+      })
+    } catch (error) {
+      // The configured user is missing: nothing can run as it, but what the file says is known.
+      if (!(error instanceof DevcontainerUserNotFoundError)) throw error
+      const checks: DoctorCheck[] = [{ name: 'dev container user', ok: false, detail: error.message }]
+      const devcontainer = devcontainerReportOf(error.devcontainer, undefined, { notJudged: `no process can start as ${error.user}` })
       process.stdout.write(`${flags.json === true
-        ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers }, null, 2)
-        : [
-          formatChecks(target.description, checks),
-          ...(devcontainer === undefined ? [] : formatDevcontainerReport(devcontainer).map(line => `  ${line}`)),
-          ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
-          '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
-        ].join('\n')}\n`)
-      process.exitCode = checks.every(check => check.ok) ? 0 : 1
-    })
+        ? JSON.stringify({ target: target.description, checks, devcontainer }, null, 2)
+        : [formatChecks(target.description, checks), ...formatDevcontainerReport(devcontainer).map(line => `  ${line}`)].join('\n')}\n`)
+      process.exitCode = 1
+    }
   })
 
 installSignalTeardown()

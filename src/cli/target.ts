@@ -18,7 +18,7 @@ import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
-import { readDevcontainerSettings } from '../devcontainer/config.ts'
+import { planDevcontainer } from '../devcontainer/index.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
@@ -38,6 +38,11 @@ export interface TargetFlags {
    * without a value: the current directory).
    */
   devcontainer?: string | true
+  /**
+   * `--config FILE`: with `--devcontainer`, the devcontainer.json (as the reference CLI's
+   * `--config`); default: the one the folder's container was made from.
+   */
+  config?: string
   /** `--start`: start a stopped dev container. */
   start?: boolean
   /** `[user@]host[:port]` or a Host alias of ~/.ssh/config. */
@@ -149,18 +154,22 @@ async function ensurePwshWorld(): Promise<void> {
  * Resolve flags to a target. Without `--docker`, `--devcontainer` or `--ssh`, a managed
  * throwaway container is run from `--image` (default: the project image, built when missing).
  *
- * `--devcontainer [FOLDER]` reads the folder's devcontainer.json here (src/devcontainer
- * config.ts), so its `workspaceFolder` is the sandbox's workspace root and the shell's cwd
- * (`--workspace` and `--cwd` win); the runtime finds the labelled container, and applies the
- * file's user (`--user` wins) and `remoteEnv`, when the world opens.
+ * `--devcontainer [FOLDER]` chooses the folder's container and reads the devcontainer.json it
+ * was made from here (src/devcontainer `planDevcontainer`; `--config FILE` names the file), so
+ * its `workspaceFolder` is the sandbox's workspace root and the shell's cwd (`--workspace` sets
+ * the workspace root, and the cwd too unless `--cwd` is given; `--cwd` sets only the cwd); the
+ * runtime, given that file, finds the same container and applies the file's user (`--user`
+ * wins) and `remoteEnv` when the world opens.
  * @throws InvalidArgumentError for conflicting flags, or bad terminal flags ({@link terminalSettings}).
- * @throws DevcontainerConfigMissingError, DevcontainerConfigInvalidError for `--devcontainer`
- *   with a folder whose devcontainer.json is missing or unusable.
+ * @throws for `--devcontainer`, the errors of `planDevcontainer`: DevcontainerConfigMissingError,
+ *   DevcontainerConfigInvalidError, DevcontainerNotFoundError, DevcontainerAmbiguousError,
+ *   EngineUnavailableError.
  */
-export function resolveTarget(flags: TargetFlags): Target {
+export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   if ([flags.docker, flags.image, flags.ssh, flags.devcontainer].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE, --devcontainer [FOLDER] or --ssh [USER@]HOST[:PORT]')
   if (flags.ssh === undefined && (flags.identity !== undefined || flags.knownHosts !== undefined)) throw new InvalidArgumentError('--identity and --known-hosts apply to --ssh targets only')
   if (flags.start === true && flags.devcontainer === undefined) throw new InvalidArgumentError('--start applies to --devcontainer targets only')
+  if (flags.config !== undefined && flags.devcontainer === undefined) throw new InvalidArgumentError('--config applies to --devcontainer targets only')
   const user = flags.user
   const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
@@ -198,18 +207,19 @@ export function resolveTarget(flags: TargetFlags): Target {
     }
   }
   if (flags.devcontainer !== undefined) {
-    const settings = readDevcontainerSettings(flags.devcontainer === true ? '.' : flags.devcontainer)
-    const workspaceRoot = flags.workspace ?? settings.workspaceFolder
+    const plan = await planDevcontainer(flags.devcontainer === true ? '.' : flags.devcontainer, { config: flags.config })
+    const workspaceRoot = flags.workspace ?? plan.settings.workspaceFolder
     return {
-      description: `dev container of ${settings.folder}${suffix}`,
+      description: `dev container of ${plan.project.folder}${suffix}`,
       world: {
         runtime: DockerSubprocessRuntime as never,
-        runtimeConfig: { devcontainer: { folder: settings.folder, ...(flags.start === true ? { start: true } : {}) }, ...(user !== undefined ? { user } : {}), ...shell },
+        // The file just read: the runtime then finds the same container (or fails, should it be gone).
+        runtimeConfig: { devcontainer: { folder: plan.project.folder, config: plan.configFile, ...(flags.start === true ? { start: true } : {}) }, ...(user !== undefined ? { user } : {}), ...shell },
         workspaceRoot,
         ...mode,
         ...dialect,
       },
-      cwd: flags.cwd ?? settings.workspaceFolder,
+      cwd: flags.cwd ?? workspaceRoot,
       prepare: async () => {},
       managed: false,
       terminal,
@@ -238,7 +248,7 @@ export function resolveTarget(flags: TargetFlags): Target {
     if (folder.kind === 'missing') throw new InvalidArgumentError(`--workspace ${flags.workspace}: no such host folder`)
     if (folder.kind === 'not-a-folder') throw new InvalidArgumentError(`--workspace ${flags.workspace}: not a folder`)
     if (confined && user === undefined) {
-      if (folder.kind === 'owner') return resolveTarget({ ...flags, user: folder.user })
+      if (folder.kind === 'owner') return await resolveTarget({ ...flags, user: folder.user })
       if (flags.mode === 'workspace-write') {
         throw new InvalidArgumentError(`--workspace ${flags.workspace} is owned by root, and confined shells never run as root: give the folder to the user who should write there (e.g. chown 1000:1000) or pass --user UID:GID of a user that may write it`)
       }

@@ -1,23 +1,22 @@
 /**
- * A project's devcontainer.json: found, parsed (JSONC, with Microsoft's `jsonc-parser`), its
- * variables resolved, and every property sorted into what this package applies, what the
- * container already got when the Dev Containers tooling created it, and what is not applied.
- * Everything but {@link findDevcontainerConfig} and {@link readDevcontainerSettings} is pure.
+ * A project's devcontainer.json: parsed (JSONC, with Microsoft's `jsonc-parser`), its variables
+ * resolved, and every property sorted into what this package applies, what the container
+ * already got when the Dev Containers tooling created it, and what is not applied. Everything
+ * but {@link readDevcontainerFile} and {@link readDevcontainerSettings} is pure.
  *
  * Source of the facts: the Dev Containers specification (containers.dev; devcontainers/spec
- * docs/specs/devcontainerjson-reference.md) and its reference CLI (devcontainers/cli), which
- * looks for `.devcontainer/devcontainer.json`, then `.devcontainer.json`, in the folder.
+ * docs/specs/devcontainerjson-reference.md) and its reference CLI (devcontainers/cli). Where the
+ * file is looked for, and how paths are kept, is paths.ts.
  * @module dsh-remote-worlds/devcontainer/config
  */
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
-import { dirname, join, posix, relative, resolve, sep } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { posix, relative, sep } from 'node:path'
 import { type ParseError, parse, printParseErrorCode } from 'jsonc-parser'
-import { InvalidArgumentError } from '../providers/remote/errors.ts'
-import { DevcontainerConfigInvalidError, DevcontainerConfigMissingError } from './errors.ts'
+import { DevcontainerConfigInvalidError } from './errors.ts'
+import { explicitConfigFile, findDevcontainerConfig, gitRootOf, projectFolder } from './paths.ts'
 import { refersToContainerEnv, substituteLocal } from './variables.ts'
 
-/** Where a folder's configuration is looked for, in this order (the reference CLI's order). */
-export const DEVCONTAINER_CONFIG_PATHS: readonly string[] = ['.devcontainer/devcontainer.json', '.devcontainer.json']
+export { DEVCONTAINER_CONFIG_PATHS, findDevcontainerConfig, gitRootOf } from './paths.ts'
 
 /** Properties this package applies: the shell's user, its cwd and workspace root, and its environment. */
 export const APPLIED_PROPERTIES: readonly string[] = ['remoteUser', 'containerUser', 'workspaceFolder', 'remoteEnv']
@@ -38,15 +37,24 @@ export const CREATION_PROPERTIES: readonly string[] = [
 /** Properties that change nothing in a container (a display name, the schema, a Feature's id in image metadata). */
 const NEUTRAL_PROPERTIES: readonly string[] = ['$schema', 'name', 'id']
 
+
 /** What this package takes from a devcontainer.json. */
 export interface DevcontainerSettings {
-  /** The project folder: its real path (what the `devcontainer.local_folder` label is compared with). */
+  /**
+   * The project folder `${localWorkspaceFolder}` stands for: the container's
+   * `devcontainer.local_folder` label when a container is known, else the folder as given,
+   * made absolute with symlinks kept (paths.ts).
+   */
   folder: string
-  /** The configuration file (absolute, under {@link folder}). */
+  /** The configuration file. */
   configFile: string
-  /** `remoteUser`, when set. */
+  /**
+   * `remoteUser` with its local variables resolved, when set and not empty (an empty one is
+   * ignored, as the reference CLI ignores it); `${containerEnv:VAR}` is kept for when the
+   * container is known (metadata.ts).
+   */
   remoteUser: string | undefined
-  /** `containerUser`, when set. */
+  /** `containerUser`, likewise. */
   containerUser: string | undefined
   /** The workspace folder in the container, variables resolved. */
   workspaceFolder: string
@@ -55,20 +63,27 @@ export interface DevcontainerSettings {
   /**
    * `remoteEnv` with its local variables resolved; `${containerEnv:VAR}` references are kept
    * for when the container is known (variables.ts `substituteContainerEnv`). `null` unsets.
+   * Entries whose value uses a withheld `${localEnv:VAR}` are absent (see {@link withheld}).
    */
   remoteEnv: Record<string, string | null>
   /** The file's properties that the container got at its creation and are taken as they are. */
   atCreation: string[]
   /**
    * What is not applied: properties (`forwardPorts`, `postStartCommand`, `customizations`, ...)
-   * and variable references that have no value here (`${devcontainerId} in remoteEnv.ID`).
+   * and variable references that have no value here (`${nope} in remoteEnv.X`).
    */
   unsupported: string[]
+  /**
+   * `remoteEnv` entries not applied because their value uses `${localEnv:VAR}` of a variable the
+   * ambient scrub drops: `remoteEnv.HARMLESS uses ${localEnv:DEEPSEEK_API_KEY}, a credential-shaped variable of this client`.
+   * The name keeps what the container (and its metadata label) gives it.
+   */
+  withheld: string[]
 }
 
 /** Everything {@link devcontainerSettings} needs besides the parsed file. */
 export interface DevcontainerContext {
-  /** The project folder's real path. */
+  /** The project folder (see {@link DevcontainerSettings.folder}). */
   folder: string
   /** The configuration file's path. */
   configFile: string
@@ -80,19 +95,8 @@ export interface DevcontainerContext {
    * `--mount-workspace-git-root`, on by default), else the folder. Default: the folder.
    */
   mountFolder?: string | undefined
-}
-
-/**
- * The configuration file of `folder`: `.devcontainer/devcontainer.json`, else `.devcontainer.json`.
- * @param folder - the project folder (its real path).
- * @throws DevcontainerConfigMissingError when neither exists.
- */
-export function findDevcontainerConfig(folder: string): string {
-  for (const candidate of DEVCONTAINER_CONFIG_PATHS) {
-    const path = join(folder, candidate)
-    if (existsSync(path)) return path
-  }
-  throw new DevcontainerConfigMissingError(folder)
+  /** `${devcontainerId}` of the container (variables.ts `devcontainerId`); undefined while none is known. */
+  devcontainerId?: string | undefined
 }
 
 /** `line L, column C` (1-based) of a character offset. */
@@ -117,7 +121,7 @@ export function parseDevcontainerJson(text: string, file: string): Record<string
 }
 
 /** The specification's default workspace folder (see {@link DevcontainerContext.mountFolder}). */
-function defaultWorkspaceFolder(config: Record<string, unknown>, context: DevcontainerContext): string {
+function defaultWorkspaceFolder(config: Readonly<Record<string, unknown>>, context: DevcontainerContext): string {
   // "Defaults to "/"" for Docker Compose; otherwise "the automatic source code mount location".
   if ('dockerComposeFile' in config) return '/'
   const mountFolder = context.mountFolder ?? context.folder
@@ -126,12 +130,33 @@ function defaultWorkspaceFolder(config: Record<string, unknown>, context: Devcon
 }
 
 /**
+ * Why a `remoteEnv` name cannot be an environment variable's, or undefined when it can: the
+ * exec API takes `NAME=value` entries, so a name must be non-empty and hold neither `=` nor
+ * NUL (POSIX: "shall not contain the character '='"; NUL ends a C string).
+ */
+export function remoteEnvNameProblem(name: string): string | undefined {
+  if (name === '') return 'an empty name'
+  if (name.includes('=')) return 'a name holding "="'
+  if (name.includes('\0')) return 'a name holding NUL'
+  return undefined
+}
+
+/** What a property using a withheld `${localEnv:VAR}` is told: it is refused, not applied without it. */
+function withheldProblem(key: string, withheld: readonly string[]): string {
+  return `${key}: uses ${withheld.join(' and ')}, which never crosses into a world; write the value itself`
+}
+
+/**
  * What this package applies of a parsed devcontainer.json, and what it does not. Pure.
  * Variables are resolved as variables.ts says: `workspaceFolder` first (with the local
  * variables), then `remoteEnv` (with `${containerWorkspaceFolder}` standing for that result).
- * @throws DevcontainerConfigInvalidError when `remoteUser`, `containerUser` or `workspaceFolder`
- *   is not a string, `remoteEnv` is not an object of strings (or nulls), or `workspaceFolder`
- *   does not resolve to an absolute path.
+ * A `remoteEnv` value using a withheld `${localEnv:VAR}` (credential-shaped or `DSH_*`) is not
+ * applied and is named in {@link DevcontainerSettings.withheld}.
+ * @throws DevcontainerConfigInvalidError naming the file and each problem: `remoteUser`,
+ *   `containerUser` or `workspaceFolder` not a string, or using a withheld `${localEnv:VAR}`;
+ *   `workspaceFolder` using `${containerEnv:VAR}` or not resolving to an absolute path;
+ *   `remoteEnv` not an object of strings (or nulls), a key that cannot be a variable name
+ *   (empty, `=`, NUL) or a value holding NUL.
  */
 export function devcontainerSettings(config: Readonly<Record<string, unknown>>, context: DevcontainerContext): DevcontainerSettings {
   const problems: string[] = []
@@ -149,25 +174,28 @@ export function devcontainerSettings(config: Readonly<Record<string, unknown>>, 
     problems.push(`${key}: must be a string`)
     return undefined
   }
-  const local = { localWorkspaceFolder: context.folder, localEnv: context.localEnv }
+  const local = { localWorkspaceFolder: context.folder, localEnv: context.localEnv, devcontainerId: context.devcontainerId }
   const note = (where: string, references: readonly string[]): void => {
     for (const reference of new Set(references)) unsupported.push(`${reference} in ${where}`)
   }
-  const resolveText = (key: string): string | undefined => {
+  /** A user property: resolved; empty (as written or resolved) is not set. */
+  const user = (key: 'remoteUser' | 'containerUser'): string | undefined => {
     const value = text(key)
-    if (value === undefined) return undefined
+    if (value === undefined || value === '') return undefined
     const substituted = substituteLocal(value, local)
+    if (substituted.withheld.length > 0) problems.push(withheldProblem(key, substituted.withheld))
     note(key, substituted.unresolved)
-    return substituted.value
+    return substituted.value === '' ? undefined : substituted.value
   }
 
-  const remoteUser = resolveText('remoteUser')
-  const containerUser = resolveText('containerUser')
+  const remoteUser = user('remoteUser')
+  const containerUser = user('containerUser')
   const written = text('workspaceFolder')
   let workspaceFolder: string
   if (written !== undefined) {
     if (refersToContainerEnv(written)) problems.push('workspaceFolder: ${containerEnv:...} is allowed in remoteEnv only (the specification\'s variables)')
     const substituted = substituteLocal(written, local)
+    if (substituted.withheld.length > 0) problems.push(withheldProblem('workspaceFolder', substituted.withheld))
     note('workspaceFolder', substituted.unresolved)
     workspaceFolder = substituted.value
     if (!workspaceFolder.startsWith('/')) problems.push(`workspaceFolder: ${JSON.stringify(written)} resolves to ${JSON.stringify(workspaceFolder)}, not an absolute path in the container`)
@@ -177,18 +205,27 @@ export function devcontainerSettings(config: Readonly<Record<string, unknown>>, 
   if (workspaceFolder.length > 1) workspaceFolder = workspaceFolder.replace(/\/+$/, '')
 
   const remoteEnv: Record<string, string | null> = {}
+  const withheld: string[] = []
   const rawEnv = config.remoteEnv
   if (rawEnv !== undefined) {
     if (rawEnv === null || typeof rawEnv !== 'object' || Array.isArray(rawEnv)) {
       problems.push('remoteEnv: must be an object of NAME: value')
     } else {
       for (const [name, value] of Object.entries(rawEnv as Record<string, unknown>)) {
-        if (value === null) {
+        const badName = remoteEnvNameProblem(name)
+        if (badName !== undefined) {
+          problems.push(`remoteEnv key ${JSON.stringify(name)}: ${badName} cannot name an environment variable`)
+        } else if (value === null) {
           remoteEnv[name] = null
         } else if (typeof value === 'string') {
+          if (value.includes('\0')) {
+            problems.push(`remoteEnv.${name}: the value holds NUL, which no environment variable can carry`)
+            continue
+          }
           const substituted = substituteLocal(value, { ...local, containerWorkspaceFolder: workspaceFolder })
           note(`remoteEnv.${name}`, substituted.unresolved)
-          remoteEnv[name] = substituted.value
+          if (substituted.withheld.length > 0) withheld.push(...substituted.withheld.map(reference => `remoteEnv.${name} uses ${reference}`))
+          else remoteEnv[name] = substituted.value
         } else {
           problems.push(`remoteEnv.${name}: must be a string (or null to unset it)`)
         }
@@ -196,47 +233,38 @@ export function devcontainerSettings(config: Readonly<Record<string, unknown>>, 
     }
   }
   if (problems.length > 0) throw new DevcontainerConfigInvalidError(context.configFile, problems)
-  return { folder: context.folder, configFile: context.configFile, remoteUser, containerUser, workspaceFolder, workspaceFolderSource: written !== undefined ? 'workspaceFolder' : 'default', remoteEnv, atCreation, unsupported }
-}
-
-/** The nearest folder at or above `folder` that holds a `.git` entry (a git root, or a worktree's root), else undefined. */
-export function gitRootOf(folder: string): string | undefined {
-  for (let current = folder; ; current = dirname(current)) {
-    if (existsSync(join(current, '.git'))) return current
-    if (dirname(current) === current) return undefined
-  }
+  return { folder: context.folder, configFile: context.configFile, remoteUser, containerUser, workspaceFolder, workspaceFolderSource: written !== undefined ? 'workspaceFolder' : 'default', remoteEnv, atCreation, unsupported, withheld }
 }
 
 /**
- * The real path of a project folder.
- * @throws InvalidArgumentError when it does not exist or is not a folder.
+ * Read and apply one configuration file ({@link devcontainerSettings}); the default workspace
+ * folder is below the git root of `context.folder` (paths.ts `gitRootOf`).
+ * @param configFile - the file (absolute).
+ * @throws DevcontainerConfigInvalidError (also when the file cannot be read).
  */
-export function projectFolder(folder: string): string {
-  let real: string
-  try {
-    real = realpathSync(resolve(folder))
-  } catch {
-    throw new InvalidArgumentError(`dev container folder ${folder}: no such folder`)
-  }
-  if (!statSync(real).isDirectory()) throw new InvalidArgumentError(`dev container folder ${folder}: not a folder`)
-  return real
-}
-
-/**
- * Find, read and apply a folder's devcontainer.json ({@link devcontainerSettings}), with this
- * process's environment for `${localEnv:VAR}`.
- * @param folder - the project folder, relative to the current directory or absolute.
- * @throws InvalidArgumentError for a folder that does not exist; DevcontainerConfigMissingError;
- *   DevcontainerConfigInvalidError (also when the file cannot be read).
- */
-export function readDevcontainerSettings(folder: string, localEnv: Readonly<Record<string, string | undefined>> = process.env): DevcontainerSettings {
-  const real = projectFolder(folder)
-  const configFile = findDevcontainerConfig(real)
+export function readDevcontainerFile(configFile: string, context: Omit<DevcontainerContext, 'configFile' | 'mountFolder'>): DevcontainerSettings {
   let text: string
   try {
     text = readFileSync(configFile, 'utf8')
   } catch (error) {
     throw new DevcontainerConfigInvalidError(configFile, [`cannot be read: ${(error as Error).message}`], { cause: error })
   }
-  return devcontainerSettings(parseDevcontainerJson(text, configFile), { folder: real, configFile, localEnv, mountFolder: gitRootOf(real) })
+  return devcontainerSettings(parseDevcontainerJson(text, configFile), { ...context, configFile, mountFolder: gitRootOf(context.folder) })
+}
+
+/**
+ * Find, read and apply a folder's devcontainer.json without looking at any container: the
+ * folder as given (symlinks kept), its `options.config` or else its default file, and no
+ * `${devcontainerId}` (index.ts `resolveDevcontainer` reads the file a found container was
+ * made from, with its id).
+ * @param folder - the project folder, relative to the current directory or absolute.
+ * @param localEnv - the environment `${localEnv:VAR}` reads; default this process's.
+ * @param options.config - a configuration file elsewhere (`--config`), relative to the current directory or absolute.
+ * @throws InvalidArgumentError for a folder that does not exist; DevcontainerConfigMissingError;
+ *   DevcontainerConfigInvalidError (also when the file cannot be read).
+ */
+export function readDevcontainerSettings(folder: string, localEnv: Readonly<Record<string, string | undefined>> = process.env, options: { config?: string | undefined } = {}): DevcontainerSettings {
+  const project = projectFolder(folder)
+  const configFile = options.config !== undefined ? explicitConfigFile(options.config, project.folder) : findDevcontainerConfig(project.folder)
+  return readDevcontainerFile(configFile, { folder: project.folder, localEnv })
 }

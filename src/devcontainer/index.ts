@@ -1,101 +1,121 @@
 /**
  * Dev containers: attach to the container the Dev Containers tooling (an editor, or
  * `devcontainer up`) started for a project folder, as that tooling does: found by its labels,
- * with the shell's user, workspace folder and `remoteEnv` from the folder's devcontainer.json.
+ * with the shell's user, workspace folder and `remoteEnv` from the devcontainer.json it was
+ * made from.
  *
- * - config.ts: find, parse (JSONC) and apply devcontainer.json; pure but for reading the file.
- * - variables.ts: the specification's `${...}` variables.
+ * - resolved.ts: the shape of a resolved dev container (lowest room).
+ * - errors.ts: the typed failures.
+ * - paths.ts: the folder, its configuration files and git root; labels compared with them.
+ * - variables.ts: the specification's `${...}` variables, `${devcontainerId}` included.
+ * - config.ts: parse (JSONC) and apply devcontainer.json; pure but for reading the file.
  * - metadata.ts: the `devcontainer.metadata` label merged under the file.
- * - locate.ts: the labelled container, through dockerode, and its state.
+ * - locate.ts: the labelled container, through dockerode, which file it was made from, its state.
  *
- * The Docker runtime (`DockerSubprocessRuntime` with `devcontainer: { folder }`) calls
- * {@link resolveDevcontainer} when it opens its world; a composition calls it first too, to
- * give the sandbox policy its workspace root (`workspaceFolder`).
+ * The Docker runtime (`DockerSubprocessRuntime` with `devcontainer: { folder, config? }`) calls
+ * {@link resolveDevcontainer} when it opens its world; a composition calls it (or
+ * {@link planDevcontainer}) first too, to give the sandbox policy its workspace root (`workspaceFolder`).
  * @module dsh-remote-worlds/devcontainer
  */
 import Docker from 'dockerode'
 import { parseEnvEntries } from '../providers/remote/environment.ts'
 import { TargetNotFoundError } from '../providers/remote/errors.ts'
-import { readDevcontainerSettings } from './config.ts'
-import { locateDevcontainer } from './locate.ts'
+import { type DevcontainerSettings, readDevcontainerFile } from './config.ts'
+import { type DevcontainerCandidate, CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL, ensureDevcontainerRunning, selectDevcontainer } from './locate.ts'
 import { METADATA_LABEL, devcontainerEffect, metadataEntries } from './metadata.ts'
+import { type ProjectFolder, projectFolder } from './paths.ts'
+import type { ResolvedDevcontainer } from './resolved.ts'
+import { devcontainerId } from './variables.ts'
 
 export * from './errors.ts'
-export { APPLIED_PROPERTIES, CREATION_PROPERTIES, DEVCONTAINER_CONFIG_PATHS, devcontainerSettings, findDevcontainerConfig, parseDevcontainerJson, readDevcontainerSettings } from './config.ts'
+export { APPLIED_PROPERTIES, CREATION_PROPERTIES, DEVCONTAINER_CONFIG_PATHS, devcontainerSettings, findDevcontainerConfig, parseDevcontainerJson, readDevcontainerFile, readDevcontainerSettings, remoteEnvNameProblem } from './config.ts'
 export type { DevcontainerContext, DevcontainerSettings } from './config.ts'
-export { CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL, findDevcontainers, locateDevcontainer } from './locate.ts'
-export type { LocatedDevcontainer } from './locate.ts'
+export { CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL, chooseDevcontainer, ensureDevcontainerRunning, findDevcontainers, locateDevcontainer, selectDevcontainer } from './locate.ts'
+export type { DevcontainerChoice, LocatedDevcontainer } from './locate.ts'
 export { METADATA_LABEL, devcontainerEffect, metadataEntries } from './metadata.ts'
 export type { DevcontainerEffect } from './metadata.ts'
-export { substituteContainerEnv, substituteLocal } from './variables.ts'
+export { projectFolder } from './paths.ts'
+export type { ProjectFolder } from './paths.ts'
+export type { DevcontainerUserOrigin, ResolvedDevcontainer } from './resolved.ts'
+export { devcontainerId, substituteContainerEnv, substituteLocal } from './variables.ts'
 
-/** A project's dev container, found and its configuration applied. */
-export interface ResolvedDevcontainer {
-  /** The project folder's real path. */
-  folder: string
-  /** Its configuration file. */
-  configFile: string
-  /** The container's full id (give it to `DockerWorld.open` or the runtime's `container`). */
-  container: string
-  /** The container's name. */
-  name: string
-  /** True when it was stopped and was started (`start: true`). */
-  started: boolean
-  /** The shell's user (`remoteUser`, else `containerUser`), or undefined for the container's own. */
-  user: string | undefined
-  /** Where {@link user} comes from, e.g. `remoteUser of devcontainer.json`. */
-  userSource: string
-  /** The workspace folder in the container: the shell's cwd and the sandbox's workspace root. */
-  workspaceFolder: string
-  /** `workspaceFolder` as set in the file, or the specification's default (`/workspaces/<folder name>`). */
-  workspaceFolderSource: 'workspaceFolder' | 'default'
-  /** What terminals and spawned processes get over the container's environment (`${containerEnv:VAR}` resolved). */
-  remoteEnv: Record<string, string>
-  /** Names `remoteEnv` unsets (null values). */
-  unset: string[]
-  /** Properties the container got when it was created, taken as they are (e.g. `containerEnv`, `mounts`). */
-  atCreation: string[]
-  /**
-   * What is not applied: properties (e.g. `forwardPorts`, `postStartCommand`), variables without
-   * a value here, and a `devcontainer.metadata` label that cannot be read.
-   */
-  unsupported: string[]
-}
-
-/** Options of {@link resolveDevcontainer}. */
+/** Options of {@link resolveDevcontainer} and {@link planDevcontainer}. */
 export interface ResolveDevcontainerOptions {
   /** Engine connection; default dockerode's (`DOCKER_HOST` or /var/run/docker.sock). */
   docker?: Docker | undefined
-  /** Start the container when it is stopped (default false: DevcontainerStoppedError). */
+  /**
+   * The configuration file (`--config FILE`, as the reference CLI's): only a container whose
+   * `devcontainer.config_file` names it (through realpath), or that has no such label, matches.
+   * Default: the file the folder's container was made from (locate.ts `chooseDevcontainer`).
+   */
+  config?: string | undefined
+  /** Start the container when it is stopped (default false: DevcontainerStoppedError). Not used by {@link planDevcontainer}. */
   start?: boolean | undefined
   /** The environment `${localEnv:VAR}` reads; default this process's. */
   localEnv?: Readonly<Record<string, string | undefined>> | undefined
 }
 
+/** A folder's dev container chosen and its configuration read, before its state is judged. */
+export interface DevcontainerPlan {
+  /** The folder as given (absolute, symlinks kept) and its real path. */
+  project: ProjectFolder
+  /** The container (in whatever state it is). */
+  candidate: DevcontainerCandidate
+  /** The configuration file it was made from, applied. */
+  configFile: string
+  /** What of that file applies (with `${devcontainerId}` of the container). */
+  settings: DevcontainerSettings
+  /** `${devcontainerId}` of the container. */
+  devcontainerId: string
+}
+
+/** The id labels of a candidate as the reference CLI forms them: both labels, or the folder's alone for a container made before `devcontainer.config_file` existed. */
+function idLabels(candidate: DevcontainerCandidate): Record<string, string> {
+  return { [LOCAL_FOLDER_LABEL]: candidate.localFolder, ...(candidate.configFile !== undefined ? { [CONFIG_FILE_LABEL]: candidate.configFile } : {}) }
+}
+
 /**
- * Find a project folder's dev container and apply its devcontainer.json (config.ts), over the
- * container's `devcontainer.metadata` label (metadata.ts), with `${containerEnv:VAR}` read from
- * the container's configured environment (`Config.Env`).
+ * Choose a project folder's dev container and read the configuration file it was made from
+ * (locate.ts `selectDevcontainer`, config.ts `readDevcontainerFile`), without starting or
+ * judging it: `${localWorkspaceFolder}` is the container's `devcontainer.local_folder` label
+ * (the folder as the tooling resolved it, symlinks kept), `${devcontainerId}` its id.
  * @param folder - the project folder (relative to the current directory, or absolute).
- * @returns e.g. `{ container: '3f2a…', user: 'agent', workspaceFolder: '/workspaces/app', remoteEnv: { FOO: 'bar' }, unsupported: ['forwardPorts'], ... }`.
  * @throws InvalidArgumentError (no such folder), DevcontainerConfigMissingError,
- *   DevcontainerConfigInvalidError, DevcontainerNotFoundError, DevcontainerAmbiguousError,
- *   DevcontainerStoppedError, EngineUnavailableError; TargetNotFoundError when the container
- *   is removed while it is looked up.
+ *   DevcontainerConfigInvalidError, DevcontainerNotFoundError, DevcontainerAmbiguousError, EngineUnavailableError.
+ */
+export async function planDevcontainer(folder: string, options: Omit<ResolveDevcontainerOptions, 'start'> = {}): Promise<DevcontainerPlan> {
+  const project = projectFolder(folder)
+  const { candidate, configFile } = await selectDevcontainer(options.docker ?? new Docker(), project, { config: options.config })
+  const id = devcontainerId(idLabels(candidate))
+  const settings = readDevcontainerFile(configFile, { folder: candidate.localFolder, localEnv: options.localEnv ?? process.env, devcontainerId: id })
+  return { project, candidate, configFile, settings, devcontainerId: id }
+}
+
+/**
+ * Find a project folder's dev container ({@link planDevcontainer}), make sure it runs (`start`),
+ * and apply its devcontainer.json over the container's `devcontainer.metadata` label
+ * (metadata.ts), with `${containerEnv:VAR}` read from the container's configured environment
+ * (`Config.Env`). Whether the user exists is known once a process starts as that user (the
+ * Docker runtime checks it when it opens its world: DevcontainerUserNotFoundError).
+ * @param folder - the project folder (relative to the current directory, or absolute).
+ * @returns e.g. `{ container: '3f2a…', user: 'agent', workspaceFolder: '/workspaces/app', remoteEnv: { FOO: 'bar' }, unsupported: ['forwardPorts'], withheld: [], ... }`.
+ * @throws the errors of {@link planDevcontainer}; DevcontainerStoppedError; TargetNotFoundError
+ *   when the container is removed while it is looked up.
  */
 export async function resolveDevcontainer(folder: string, options: ResolveDevcontainerOptions = {}): Promise<ResolvedDevcontainer> {
   const localEnv = options.localEnv ?? process.env
-  const settings = readDevcontainerSettings(folder, localEnv)
   const docker = options.docker ?? new Docker()
-  const { candidate, started } = await locateDevcontainer(docker, { folder: settings.folder, configFile: settings.configFile, start: options.start })
+  const plan = await planDevcontainer(folder, { ...options, docker, localEnv })
+  const { settings } = plan
+  const { candidate, started } = await ensureDevcontainerRunning(docker, plan.project, plan, options.start)
   let info: Docker.ContainerInspectInfo
   try {
     info = await docker.getContainer(candidate.id).inspect()
   } catch (error) {
-    throw new TargetNotFoundError(`the dev container ${candidate.id.slice(0, 12)} of ${settings.folder} could not be inspected: ${(error as Error).message}`, { cause: error })
+    throw new TargetNotFoundError(`the dev container ${candidate.id.slice(0, 12)} of ${plan.project.folder} could not be inspected: ${(error as Error).message}`, { cause: error })
   }
   const metadata = metadataEntries(info.Config.Labels?.[METADATA_LABEL])
-  const effect = devcontainerEffect(settings, metadata.entries, parseEnvEntries(info.Config.Env), localEnv)
+  const effect = devcontainerEffect(settings, metadata.entries, parseEnvEntries(info.Config.Env), localEnv, plan.devcontainerId)
   return {
     folder: settings.folder,
     configFile: settings.configFile,
@@ -104,11 +124,13 @@ export async function resolveDevcontainer(folder: string, options: ResolveDevcon
     started,
     user: effect.user,
     userSource: effect.userSource,
+    userOrigin: effect.userOrigin,
     workspaceFolder: settings.workspaceFolder,
     workspaceFolderSource: settings.workspaceFolderSource,
     remoteEnv: effect.remoteEnv,
     unset: effect.unset,
     atCreation: settings.atCreation,
     unsupported: [...effect.unsupported, ...(metadata.problem !== undefined ? [metadata.problem] : [])],
+    withheld: effect.withheld,
   }
 }

@@ -10,10 +10,15 @@
  * Merge rules (the reference CLI's `mergeConfiguration`, devcontainers/cli
  * src/spec-node/imageMetadata.ts): the entries in label order, then the project's file last;
  * `remoteUser` and `containerUser` are each the last one set; `remoteEnv` objects are merged,
- * later names winning. The user is then the merged `remoteUser`, else the merged `containerUser`.
+ * later names winning. The user is then the merged `remoteUser`, else the merged `containerUser`;
+ * an empty one is skipped (the CLI takes the last entry whose user is truthy). Both are resolved
+ * with `${containerEnv:VAR}` of the container too, as the reference CLI substitutes the
+ * container's environment into the whole configuration it attaches with
+ * (src/spec-node/devContainersSpecCLI.ts, `containerSubstitute`).
  * @module dsh-remote-worlds/devcontainer/metadata
  */
-import { APPLIED_PROPERTIES, CREATION_PROPERTIES, type DevcontainerSettings } from './config.ts'
+import { APPLIED_PROPERTIES, CREATION_PROPERTIES, type DevcontainerSettings, remoteEnvNameProblem } from './config.ts'
+import type { DevcontainerUserOrigin } from './resolved.ts'
 import { substituteContainerEnv, substituteLocal } from './variables.ts'
 
 /** The label images, Features and created dev containers carry their metadata in. */
@@ -45,6 +50,8 @@ export interface DevcontainerEffect {
   user: string | undefined
   /** Where {@link user} comes from, e.g. `remoteUser of devcontainer.json`. */
   userSource: string
+  /** Where {@link user} is named; undefined for the container's own user. */
+  userOrigin: DevcontainerUserOrigin | undefined
   /**
    * The environment terminals and spawned processes get over the container's (every
    * `${containerEnv:VAR}` resolved); names set to null in `remoteEnv` are in {@link unset}.
@@ -54,31 +61,49 @@ export interface DevcontainerEffect {
   unset: string[]
   /** The settings' own {@link DevcontainerSettings.unsupported}, then the metadata's, marked as coming from the label. */
   unsupported: string[]
+  /** The settings' own {@link DevcontainerSettings.withheld}, then the metadata's (user and remoteEnv entries), marked likewise. */
+  withheld: string[]
 }
 
 /**
  * Merge a project's settings over its container's metadata entries, and resolve
  * `${containerEnv:VAR}` from the container's environment (its `Config.Env`).
  * @param localEnv - this machine's environment, for the metadata's `${localEnv:VAR}`.
+ * @param devcontainerId - `${devcontainerId}` of the container, for the metadata's references.
  */
-export function devcontainerEffect(settings: DevcontainerSettings, entries: readonly Record<string, unknown>[], containerEnv: Readonly<Record<string, string>>, localEnv: Readonly<Record<string, string | undefined>>): DevcontainerEffect {
+export function devcontainerEffect(settings: DevcontainerSettings, entries: readonly Record<string, unknown>[], containerEnv: Readonly<Record<string, string>>, localEnv: Readonly<Record<string, string | undefined>>, devcontainerId?: string): DevcontainerEffect {
   const unsupported = [...settings.unsupported]
+  const withheld = [...settings.withheld]
   const named = new Set(settings.unsupported)
-  const local = { localWorkspaceFolder: settings.folder, localEnv, containerWorkspaceFolder: settings.workspaceFolder }
-  let remoteUser: { user: string; source: string } | undefined
-  let containerUser: { user: string; source: string } | undefined
+  const local = { localWorkspaceFolder: settings.folder, localEnv, containerWorkspaceFolder: settings.workspaceFolder, devcontainerId }
+  type Chosen = { user: string; origin: DevcontainerUserOrigin }
+  const users: Partial<Record<DevcontainerUserOrigin['property'], Chosen>> = {}
+  /** Take a user property when it resolves to a non-empty name. */
+  const take = (property: DevcontainerUserOrigin['property'], written: string, from: DevcontainerUserOrigin['from']): void => {
+    const substituted = from === 'label' ? substituteLocal(written, local) : { value: written, withheld: [] }
+    if (substituted.withheld.length > 0) {
+      withheld.push(...substituted.withheld.map(reference => `${property} of ${FROM_LABEL} uses ${reference}`))
+      return
+    }
+    const user = substituteContainerEnv(substituted.value, containerEnv)
+    if (user !== '') users[property] = { user, origin: { property, from } }
+  }
   const merged: Record<string, string | null> = {}
   for (const entry of entries) {
-    if (typeof entry.remoteUser === 'string') remoteUser = { user: substituteLocal(entry.remoteUser, local).value, source: `remoteUser of ${FROM_LABEL}` }
-    if (typeof entry.containerUser === 'string') containerUser = { user: substituteLocal(entry.containerUser, local).value, source: `containerUser of ${FROM_LABEL}` }
+    if (typeof entry.remoteUser === 'string') take('remoteUser', entry.remoteUser, 'label')
+    if (typeof entry.containerUser === 'string') take('containerUser', entry.containerUser, 'label')
     if (entry.remoteEnv !== null && typeof entry.remoteEnv === 'object') {
       for (const [name, value] of Object.entries(entry.remoteEnv as Record<string, unknown>)) {
-        if (value === null) {
+        const badName = remoteEnvNameProblem(name)
+        if (badName !== undefined) {
+          unsupported.push(`remoteEnv key ${JSON.stringify(name)} (${FROM_LABEL}): ${badName} cannot name an environment variable`)
+        } else if (value === null) {
           merged[name] = null
-        } else if (typeof value === 'string') {
+        } else if (typeof value === 'string' && !value.includes('\0')) {
           const substituted = substituteLocal(value, local)
           for (const reference of substituted.unresolved) unsupported.push(`${reference} in remoteEnv.${name} (${FROM_LABEL})`)
-          merged[name] = substituted.value
+          if (substituted.withheld.length > 0) withheld.push(...substituted.withheld.map(reference => `remoteEnv.${name} of ${FROM_LABEL} uses ${reference}`))
+          else merged[name] = substituted.value
         }
       }
     }
@@ -88,10 +113,10 @@ export function devcontainerEffect(settings: DevcontainerSettings, entries: read
       unsupported.push(`${key} (${FROM_LABEL})`)
     }
   }
-  if (settings.remoteUser !== undefined) remoteUser = { user: settings.remoteUser, source: 'remoteUser of devcontainer.json' }
-  if (settings.containerUser !== undefined) containerUser = { user: settings.containerUser, source: 'containerUser of devcontainer.json' }
+  if (settings.remoteUser !== undefined) take('remoteUser', settings.remoteUser, 'file')
+  if (settings.containerUser !== undefined) take('containerUser', settings.containerUser, 'file')
   Object.assign(merged, settings.remoteEnv)
-  const chosen = remoteUser ?? containerUser
+  const chosen = users.remoteUser ?? users.containerUser
   const remoteEnv: Record<string, string> = {}
   const unset: string[] = []
   for (const [name, value] of Object.entries(merged)) {
@@ -100,9 +125,13 @@ export function devcontainerEffect(settings: DevcontainerSettings, entries: read
   }
   return {
     user: chosen?.user,
-    userSource: chosen?.source ?? 'the container\'s own user (neither devcontainer.json nor the container\'s metadata names remoteUser or containerUser)',
+    userSource: chosen === undefined
+      ? 'the container\'s own user (neither devcontainer.json nor the container\'s metadata names remoteUser or containerUser)'
+      : `${chosen.origin.property} of ${chosen.origin.from === 'file' ? 'devcontainer.json' : FROM_LABEL}`,
+    userOrigin: chosen?.origin,
     remoteEnv,
     unset,
     unsupported,
+    withheld,
   }
 }

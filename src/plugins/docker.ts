@@ -2,7 +2,7 @@
  * `dsh-remote-worlds/docker`: the Docker world as a cordis plugin, mountable by the upstream
  * loader from a `cordis.patch.yml` entry. It provides `ctx.subprocess` (a
  * {@link DockerSubprocessRuntime}) over an existing container (`container`), a project's dev
- * container (`devcontainer: { folder }`, src/devcontainer) or a managed one created from
+ * container (`devcontainer: { folder, config? }`, src/devcontainer) or a managed one created from
  * `image` AND the composition's sandbox policy (so the container itself enforces the default
  * mode; see src/sandbox/docker-policy.ts). Pair it with
  * `dsh-remote-worlds/docker/sandbox` for `ctx.sandbox` in the same world.
@@ -34,9 +34,11 @@ export interface Config {
    * Or attach to the dev container of this project folder (found by the Dev Containers labels;
    * its devcontainer.json gives the user unless `user` is set, and remoteEnv). The composition's
    * sandbox policy should have the dev container's workspace folder as its workspace root
-   * (`resolveDevcontainer(folder).workspaceFolder`). `start`: start it when stopped.
+   * (`resolveDevcontainer(folder, { config }).workspaceFolder`). `config`: its configuration
+   * file, as the reference CLI's `--config` (default: the one the container was made from).
+   * `start`: start it when stopped.
    */
-  devcontainer?: { folder?: string; start?: boolean }
+  devcontainer?: { folder?: string; config?: string; start?: boolean }
   /** Or run a managed container from this image, created from the sandbox policy; removed at disposal. */
   image?: string
   /** Exec user (`name`, `uid`, `uid:gid`); default: the image's user. A managed container under a confined mode needs a non-root one. */
@@ -58,6 +60,7 @@ export const Config: z<Config> = z.object({
   container: z.string().description('Attach to this running container (name or id).'),
   devcontainer: z.object({
     folder: z.string().description('The project folder whose dev container to attach to (found by its Dev Containers labels).'),
+    config: z.string().description('Its devcontainer.json, as the Dev Containers CLI\'s --config (e.g. .devcontainer/python/devcontainer.json); default: the one the container was made from.'),
     start: z.boolean().description('Start the dev container when it is stopped (default false).'),
   }).description('Or attach to the dev container of a project folder; its devcontainer.json gives the user (unless `user` is set) and remoteEnv.'),
   image: z.string().description('Or run a managed container from this image, created from the sandbox policy and removed at disposal.'),
@@ -99,7 +102,7 @@ export async function apply(ctx: Context, config: Config): Promise<void> {
     ...terminalSetting(terminal),
     ...(source !== undefined ? { workspace: source } : {}),
     // The schema turns an absent object option into `{}` here too: only a folder makes it present.
-    ...(devcontainer?.folder !== undefined ? { devcontainer: { folder: devcontainer.folder, ...(devcontainer.start === true ? { start: true } : {}) } } : {}),
+    ...(devcontainer?.folder !== undefined ? { devcontainer: { folder: devcontainer.folder, ...(devcontainer.config !== undefined ? { config: devcontainer.config } : {}), ...(devcontainer.start === true ? { start: true } : {}) } } : {}),
     ...(Object.keys(limitValues).length > 0 ? { limits: limitValues } : {}),
     ...(config.image !== undefined ? { policy: { mode: ctx.sandboxPolicy.defaultMode, workspaceRoot: ctx.sandboxPolicy.workspaceRoot } } : {}),
   }

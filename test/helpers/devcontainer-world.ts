@@ -9,7 +9,7 @@
  * so containers a crashed run left are swept ({@link sweepDevcontainerFixtures}) without
  * touching another live run's.
  */
-import { chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import type Docker from 'dockerode'
@@ -62,34 +62,70 @@ export function makeProjectFolder(json: string = FIXTURE_JSON): ProjectFolder {
   return { folder, basename: basename(folder), configFile }
 }
 
+/** Write another configuration file of `project` (e.g. `.devcontainer/python/devcontainer.json`), owned by uid 1000; returns its path. */
+export function addConfigFile(project: ProjectFolder, relativePath: string, json: string): string {
+  const path = join(project.folder, relativePath)
+  mkdirSync(dirname(path), { recursive: true })
+  writeFileSync(path, json)
+  chownSync(path, 1000, 1000)
+  return path
+}
+
+/** A symlink to `target` in the temporary folder (removed with the fixtures; swept like project folders). */
+export function linkTo(target: string): string {
+  const link = join(realpathSync(tmpdir()), `dsh-devcontainer-link-${process.pid}-${folders.length}`)
+  symlinkSync(target, link)
+  folders.push(link)
+  return link
+}
+
+/** How a fixture container is labelled and mounted, where it differs from what the Dev Containers CLI does for `project`. */
+export interface DevcontainerFixtureOptions {
+  /** Its environment (`NAME=value`). */
+  env?: string[]
+  /** Its `devcontainer.metadata` label (default {@link FIXTURE_METADATA}). */
+  metadata?: string
+  /** Its `devcontainer.local_folder` label (default the project's real path); the folder is mounted at `/workspaces/<its basename>`. */
+  localFolder?: string
+  /** Its `devcontainer.config_file` label (default the project's configuration file); null: none, as made before that label existed. */
+  configFile?: string | null
+}
+
 /** The labels the Dev Containers CLI sets on a container of `project`, plus the fixture's sweep labels. */
-export function devcontainerLabels(project: ProjectFolder, metadata: string | undefined = FIXTURE_METADATA): Record<string, string> {
+export function devcontainerLabels(project: ProjectFolder, options: DevcontainerFixtureOptions = {}): Record<string, string> {
+  const metadata = 'metadata' in options ? options.metadata : FIXTURE_METADATA
+  const configFile = options.configFile === undefined ? project.configFile : options.configFile
   return {
-    'devcontainer.local_folder': project.folder,
-    'devcontainer.config_file': project.configFile,
+    'devcontainer.local_folder': options.localFolder ?? project.folder,
+    ...(configFile !== null ? { 'devcontainer.config_file': configFile } : {}),
     ...(metadata !== undefined ? { 'devcontainer.metadata': metadata } : {}),
     [FIXTURE_LABEL]: 'devcontainer',
     [FIXTURE_PID_LABEL]: String(process.pid),
   }
 }
 
+/** The bind mount the Dev Containers CLI makes: the folder at `/workspaces/<basename of the folder as it was given>`. */
+function workspaceBind(project: ProjectFolder, options: DevcontainerFixtureOptions): string {
+  return `${project.folder}:/workspaces/${basename(options.localFolder ?? project.folder)}`
+}
+
 /** Start a labelled dev container of `project` (running), its folder at `/workspaces/<basename>`. */
-export async function startDevcontainer(project: ProjectFolder, options: { env?: string[]; metadata?: string } = {}): Promise<Docker.Container> {
+export async function startDevcontainer(project: ProjectFolder, options: DevcontainerFixtureOptions = {}): Promise<Docker.Container> {
   return startTestContainer({
-    Labels: devcontainerLabels(project, options.metadata),
+    Labels: devcontainerLabels(project, options),
     ...(options.env !== undefined ? { Env: options.env } : {}),
-    HostConfig: { Binds: [`${project.folder}:/workspaces/${project.basename}`] },
+    HostConfig: { Binds: [workspaceBind(project, options)] },
   })
 }
 
 /** Create a labelled dev container of `project` without starting it (state `created`). */
-export async function createDevcontainer(project: ProjectFolder, name: string): Promise<Docker.Container> {
+export async function createDevcontainer(project: ProjectFolder, name: string, options: DevcontainerFixtureOptions = {}): Promise<Docker.Container> {
   return docker.createContainer({
     name,
     Image: IMAGE,
     Cmd: ['sleep', 'infinity'],
-    Labels: devcontainerLabels(project),
-    HostConfig: { Init: true, NetworkMode: 'none', Binds: [`${project.folder}:/workspaces/${project.basename}`] },
+    Labels: devcontainerLabels(project, options),
+    HostConfig: { Init: true, NetworkMode: 'none', Binds: [workspaceBind(project, options)] },
   })
 }
 

@@ -54,6 +54,15 @@ describe('ControlChannel when its program dies', () => {
   })
 })
 
+describe('ControlChannel that never starts', () => {
+  it('names what the world printed instead, without the line ending an engine ends it with', async () => {
+    // As Docker ends an exec whose user is missing: the refusal and \r\n, then the stream ends.
+    const child = spawn('sh', ['-c', 'cat >/dev/null & printf \'unable to find user nosuchuser: no matching entries in passwd file\\r\\n\''], { stdio: ['pipe', 'pipe', 'ignore'] })
+    const opening = ControlChannel.open({ stdin: child.stdin, stdout: child.stdout, close: () => { child.stdin.destroy() } }, 'local sh')
+    await expect(opening).rejects.toThrow(new ControlChannelError('the remote control program in local sh ended before it started: "unable to find user nosuchuser: no matching entries in passwd file"'))
+  })
+})
+
 describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
   it('readSmallFiles: each file\'s lines as read by the shell\'s builtins; unreadable, missing or empty is undefined', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dsh-counters-'))

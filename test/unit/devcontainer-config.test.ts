@@ -8,17 +8,26 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import {
+  type DevcontainerCandidate,
+  DevcontainerAmbiguousError,
   DevcontainerConfigInvalidError,
   DevcontainerConfigMissingError,
+  DevcontainerNotFoundError,
+  DevcontainerUserNotFoundError,
+  type ResolvedDevcontainer,
+  chooseDevcontainer,
   devcontainerEffect,
+  devcontainerId,
   devcontainerSettings,
   metadataEntries,
   parseDevcontainerJson,
+  projectFolder,
   readDevcontainerSettings,
   substituteContainerEnv,
   substituteLocal,
 } from '../../src/devcontainer/index.ts'
 import { resolveTarget } from '../../src/cli/target.ts'
+import { scrubKind } from '../../src/providers/remote/environment.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 
 /** The fixture's file, as a user writes it: comments, a trailing comma, variables. */
@@ -36,7 +45,7 @@ const FIXTURE_JSON = `// The project's dev container.
 }
 `
 
-const context = { folder: '/home/me/my-app', configFile: '/home/me/my-app/.devcontainer/devcontainer.json', localEnv: { USER: 'me' } }
+const context = { folder: '/home/me/my-app', configFile: '/home/me/my-app/.devcontainer/devcontainer.json', localEnv: { USER: 'me', EMPTY: '' } }
 
 describe('parseDevcontainerJson', () => {
   it('reads JSONC: comments and trailing commas', () => {
@@ -74,6 +83,7 @@ describe('devcontainerSettings', () => {
       remoteEnv: { FOO: 'bar' },
       atCreation: ['image', 'containerEnv'],
       unsupported: ['forwardPorts', 'postStartCommand'],
+      withheld: [],
     })
   })
 
@@ -84,6 +94,7 @@ describe('devcontainerSettings', () => {
         WHO: '${localEnv:USER}',
         MISSING: '${localEnv:NOT_SET_ANYWHERE}',
         FALLBACK: '${localEnv:NOT_SET_ANYWHERE:a:b}',
+        EMPTY_SET: '${localEnv:EMPTY:d}',
         OLD: '${env:USER}',
         WS: '${containerWorkspaceFolder}/bin:${containerWorkspaceFolderBasename}',
         LOCAL: '${localWorkspaceFolder}',
@@ -95,7 +106,10 @@ describe('devcontainerSettings', () => {
     expect(settings.remoteEnv).toEqual({
       WHO: 'me',
       MISSING: '',
-      FALLBACK: 'a:b',
+      // The first default part, as the reference CLI (its test: `${localEnv:baz:default:a:b:c}` is `default`).
+      FALLBACK: 'a',
+      // Set to the empty string is set: no default.
+      EMPTY_SET: '',
       OLD: 'me',
       WS: '/src/my-app-me/bin:my-app-me',
       LOCAL: '/home/me/my-app',
@@ -139,7 +153,84 @@ describe('variables', () => {
   })
 
   it('substituteLocal keeps ${containerWorkspaceFolder} while the workspace folder itself is resolved', () => {
-    expect(substituteLocal('${containerWorkspaceFolder}/x', { localWorkspaceFolder: '/a', localEnv: {} })).toEqual({ value: '${containerWorkspaceFolder}/x', unresolved: ['${containerWorkspaceFolder}'] })
+    expect(substituteLocal('${containerWorkspaceFolder}/x', { localWorkspaceFolder: '/a', localEnv: {} })).toEqual({ value: '${containerWorkspaceFolder}/x', unresolved: ['${containerWorkspaceFolder}'], withheld: [] })
+  })
+})
+
+describe('devcontainerSettings: the client\'s secrets never cross through ${localEnv:...}', () => {
+  const secrets = { ...context.localEnv, DEEPSEEK_API_KEY: 'sk-secret', DSH_HOME: '/home/me/.dsh', github_token: 'ghp-secret', PLAIN: 'ok' }
+
+  it('scrubKind names why a variable is dropped: credential-shaped first, then DSH_*', () => {
+    expect(['DEEPSEEK_API_KEY', 'github_token', 'DSH_HOME', 'dsh_token', 'PLAIN'].map(scrubKind)).toEqual(['credential-shaped', 'credential-shaped', 'DSH_*', 'credential-shaped', undefined])
+  })
+
+  it('a remoteEnv value using a scrubbed ${localEnv:NAME} (or ${env:NAME}) is not set, and is named', () => {
+    const settings = devcontainerSettings({
+      remoteEnv: {
+        HARMLESS: '${localEnv:DEEPSEEK_API_KEY}',
+        WITH_DEFAULT: 'x-${localEnv:github_token:none}',
+        HOME_OF_DSH: '${env:DSH_HOME}',
+        FINE: '${localEnv:PLAIN}',
+      },
+    }, { ...context, localEnv: secrets })
+    expect(settings.remoteEnv).toEqual({ FINE: 'ok' })
+    expect(settings.withheld).toEqual([
+      'remoteEnv.HARMLESS uses ${localEnv:DEEPSEEK_API_KEY}, a credential-shaped variable of this client',
+      'remoteEnv.WITH_DEFAULT uses ${localEnv:github_token:none}, a credential-shaped variable of this client',
+      'remoteEnv.HOME_OF_DSH uses ${env:DSH_HOME}, a DSH_* variable of this client',
+    ])
+    expect(settings.unsupported).toEqual([])
+  })
+
+  it('workspaceFolder, remoteUser and containerUser using one are refused, naming the file and each property', () => {
+    const error = (() => { try { devcontainerSettings({ workspaceFolder: '/w/${localEnv:DEEPSEEK_API_KEY}', remoteUser: '${localEnv:DSH_HOME}', containerUser: '${localEnv:github_token}' }, { ...context, localEnv: secrets }) } catch (caught) { return caught } })() as DevcontainerConfigInvalidError
+    expect(error).toBeInstanceOf(DevcontainerConfigInvalidError)
+    expect(error.message).toBe(`${context.configFile} is not a usable dev container configuration: remoteUser: uses \${localEnv:DSH_HOME}, a DSH_* variable of this client, which never crosses into a world; write the value itself; containerUser: uses \${localEnv:github_token}, a credential-shaped variable of this client, which never crosses into a world; write the value itself; workspaceFolder: uses \${localEnv:DEEPSEEK_API_KEY}, a credential-shaped variable of this client, which never crosses into a world; write the value itself (fix the file; it is JSON with comments and trailing commas allowed)`)
+  })
+
+  it('substituteLocal gives the empty string for a withheld reference, never the value', () => {
+    expect(substituteLocal('a${localEnv:DEEPSEEK_API_KEY}b', { localWorkspaceFolder: '/a', localEnv: secrets })).toEqual({ value: 'ab', unresolved: [], withheld: ['${localEnv:DEEPSEEK_API_KEY}, a credential-shaped variable of this client'] })
+  })
+})
+
+describe('devcontainerSettings: remoteEnv names and values an environment can carry', () => {
+  it('refuses a name that is empty or holds "=" or NUL, and a value holding NUL, naming the file and each key', () => {
+    const error = (() => { try { devcontainerSettings({ remoteEnv: { 'A=B': 'x', '': 'y', 'C\0D': 'z', E: 'nul\0here', F: 'fine' } }, context) } catch (caught) { return caught } })() as DevcontainerConfigInvalidError
+    expect(error).toBeInstanceOf(DevcontainerConfigInvalidError)
+    expect(error.problems).toEqual([
+      'remoteEnv key "A=B": a name holding "=" cannot name an environment variable',
+      'remoteEnv key "": an empty name cannot name an environment variable',
+      'remoteEnv key "C\\u0000D": a name holding NUL cannot name an environment variable',
+      'remoteEnv.E: the value holds NUL, which no environment variable can carry',
+    ])
+    expect(error.message.startsWith(`${context.configFile} is not a usable dev container configuration: remoteEnv key "A=B": a name holding "="`)).toBe(true)
+  })
+})
+
+describe('devcontainerSettings: users', () => {
+  it('an empty remoteUser or containerUser is not set (as the reference CLI ignores it)', () => {
+    expect(devcontainerSettings({ remoteUser: '', containerUser: '' }, context)).toMatchObject({ remoteUser: undefined, containerUser: undefined })
+    expect(devcontainerSettings({ remoteUser: '${localEnv:NOT_SET_ANYWHERE}' }, context).remoteUser).toBeUndefined()
+  })
+
+  it('keeps ${containerEnv:VAR} in remoteUser for the container (no longer refused nor passed literally)', () => {
+    expect(devcontainerSettings({ remoteUser: '${containerEnv:DEV_USER}' }, context)).toMatchObject({ remoteUser: '${containerEnv:DEV_USER}', unsupported: [] })
+  })
+})
+
+describe('${devcontainerId}', () => {
+  const labels = { 'devcontainer.local_folder': '/home/me/app', 'devcontainer.config_file': '/home/me/app/.devcontainer/devcontainer.json' }
+
+  it('is the specification\'s label-based id: sorted-key JSON, SHA-256, base 32 padded to 52 (values computed independently)', () => {
+    expect(devcontainerId(labels)).toBe('06ou05jej6pk8hg0eislv526p6don3sk9be0m6di1v7t6jd8ojii')
+    expect(devcontainerId({ 'devcontainer.config_file': labels['devcontainer.config_file'], 'devcontainer.local_folder': labels['devcontainer.local_folder'] })).toBe('06ou05jej6pk8hg0eislv526p6don3sk9be0m6di1v7t6jd8ojii')
+    expect(devcontainerId({ 'devcontainer.local_folder': '/home/me/app' })).toBe('164ls7m7bebb1eav3mpntaq8p80hb9udqt333gfnlimvr4mj90v5')
+  })
+
+  it('resolves in workspaceFolder and remoteEnv once the container is known, and is not named as unsupported then', () => {
+    const id = devcontainerId(labels)
+    const settings = devcontainerSettings({ workspaceFolder: '/w/${devcontainerId}', remoteEnv: { ID: '${devcontainerId}' } }, { ...context, devcontainerId: id })
+    expect([settings.workspaceFolder, settings.remoteEnv, settings.unsupported]).toEqual([`/w/${id}`, { ID: id }, []])
   })
 })
 
@@ -151,17 +242,46 @@ describe('devcontainerEffect: the file over the container\'s devcontainer.metada
     expect(devcontainerEffect(settings, entries, { PATH: '/usr/bin' }, {})).toEqual({
       user: 'vscode',
       userSource: 'remoteUser of the container\'s devcontainer.metadata label',
+      userOrigin: { property: 'remoteUser', from: 'label' },
       remoteEnv: { A: 'file', B: 'image', P: '/usr/bin:/x' },
       unset: ['C'],
       unsupported: ['forwardPorts', 'postAttachCommand (the container\'s devcontainer.metadata label)'],
+      withheld: [],
     })
   })
 
   it('the merged remoteUser wins over a containerUser; the file\'s own remoteUser wins over the label\'s', () => {
     const { entries } = metadataEntries('{"remoteUser":"vscode"}')
     expect(devcontainerEffect(devcontainerSettings({ containerUser: 'builder' }, context), entries, {}, {}).user).toBe('vscode')
-    expect(devcontainerEffect(devcontainerSettings({ remoteUser: 'agent' }, context), entries, {}, {})).toMatchObject({ user: 'agent', userSource: 'remoteUser of devcontainer.json' })
-    expect(devcontainerEffect(devcontainerSettings({}, context), [], {}, {}).user).toBeUndefined()
+    expect(devcontainerEffect(devcontainerSettings({ remoteUser: 'agent' }, context), entries, {}, {})).toMatchObject({ user: 'agent', userSource: 'remoteUser of devcontainer.json', userOrigin: { property: 'remoteUser', from: 'file' } })
+    expect(devcontainerEffect(devcontainerSettings({}, context), [], {}, {})).toMatchObject({ user: undefined, userOrigin: undefined })
+  })
+
+  it('an empty remoteUser in the file leaves the label\'s user in force', () => {
+    const { entries } = metadataEntries('[{"remoteUser":"vscode"},{"remoteUser":""}]')
+    expect(devcontainerEffect(devcontainerSettings({ remoteUser: '' }, context), entries, {}, {})).toMatchObject({ user: 'vscode', userOrigin: { property: 'remoteUser', from: 'label' } })
+  })
+
+  it('${containerEnv:VAR} in remoteUser is read from the container\'s environment; resolving to nothing, it is not set', () => {
+    const file = devcontainerSettings({ remoteUser: '${containerEnv:DEV_USER}', containerUser: '${containerEnv:NONE}' }, context)
+    expect(devcontainerEffect(file, [], { DEV_USER: 'vscode' }, {})).toMatchObject({ user: 'vscode', userSource: 'remoteUser of devcontainer.json' })
+    expect(devcontainerEffect(file, [], {}, {})).toMatchObject({ user: undefined, userOrigin: undefined })
+  })
+
+  it('the label\'s remoteEnv: a withheld ${localEnv:...} and a name no environment can carry are not applied, and named', () => {
+    const { entries } = metadataEntries(JSON.stringify([{ remoteUser: '${localEnv:DSH_USER}', remoteEnv: { TOKEN_COPY: '${localEnv:DEEPSEEK_API_KEY}', 'X=Y': 'v', OK: 'yes' } }]))
+    expect(devcontainerEffect(devcontainerSettings({}, context), entries, {}, { DEEPSEEK_API_KEY: 'sk-secret', DSH_USER: 'x' })).toEqual({
+      user: undefined,
+      userSource: 'the container\'s own user (neither devcontainer.json nor the container\'s metadata names remoteUser or containerUser)',
+      userOrigin: undefined,
+      remoteEnv: { OK: 'yes' },
+      unset: [],
+      unsupported: ['remoteEnv key "X=Y" (the container\'s devcontainer.metadata label): a name holding "=" cannot name an environment variable'],
+      withheld: [
+        'remoteUser of the container\'s devcontainer.metadata label uses ${localEnv:DSH_USER}, a DSH_* variable of this client',
+        'remoteEnv.TOKEN_COPY of the container\'s devcontainer.metadata label uses ${localEnv:DEEPSEEK_API_KEY}, a credential-shaped variable of this client',
+      ],
+    })
   })
 
   it('a label that is not JSON is named, not applied', () => {
@@ -174,15 +294,21 @@ describe('readDevcontainerSettings', () => {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-devcontainer-unit-')))
   afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-  it('reads .devcontainer/devcontainer.json, else .devcontainer.json, through the folder\'s real path', () => {
+  it('reads .devcontainer/devcontainer.json, else .devcontainer.json', () => {
     const project = join(root, 'app')
     mkdirSync(join(project, '.devcontainer'), { recursive: true })
     writeFileSync(join(project, '.devcontainer.json'), '{ "remoteUser": "second" }')
     expect(readDevcontainerSettings(project, {}).remoteUser).toBe('second')
     writeFileSync(join(project, '.devcontainer', 'devcontainer.json'), FIXTURE_JSON)
-    symlinkSync(project, join(root, 'link'))
+    expect(readDevcontainerSettings(project, {}).remoteUser).toBe('agent')
+  })
+
+  it('a folder reached through a symlink keeps the link\'s path, as the reference CLI (path.resolve): /workspaces/<link name>', () => {
+    symlinkSync(join(root, 'app'), join(root, 'link'))
     const settings = readDevcontainerSettings(join(root, 'link'), {})
-    expect([settings.folder, settings.configFile, settings.remoteUser, settings.workspaceFolder]).toEqual([project, join(project, '.devcontainer', 'devcontainer.json'), 'agent', '/workspaces/app'])
+    expect([settings.folder, settings.configFile, settings.workspaceFolder]).toEqual([join(root, 'link'), join(root, 'link', '.devcontainer', 'devcontainer.json'), '/workspaces/link'])
+    expect(devcontainerSettings({ remoteEnv: { L: '${localWorkspaceFolder}' } }, { ...context, folder: settings.folder }).remoteEnv).toEqual({ L: join(root, 'link') })
+    expect(readDevcontainerSettings(join(root, 'link'), {}, { config: join(root, 'app', '.devcontainer.json') })).toMatchObject({ configFile: join(root, 'app', '.devcontainer.json'), remoteUser: 'second', workspaceFolder: '/workspaces/link' })
   })
 
   it('defaults the workspace folder below the git root', () => {
@@ -192,20 +318,100 @@ describe('readDevcontainerSettings', () => {
     expect(readDevcontainerSettings(join(root, 'repo', 'svc'), {}).workspaceFolder).toBe('/workspaces/repo/svc')
   })
 
-  it('names the fix when the folder or its configuration is missing', () => {
+  it('names the fix when the folder, its configuration or the --config file is missing', () => {
     mkdirSync(join(root, 'bare'))
     expect(() => readDevcontainerSettings(join(root, 'bare'), {})).toThrow(new DevcontainerConfigMissingError(join(root, 'bare')))
-    expect(() => readDevcontainerSettings(join(root, 'bare'), {})).toThrow(`${join(root, 'bare')} has no dev container configuration: neither ${join(root, 'bare')}/.devcontainer/devcontainer.json nor ${join(root, 'bare')}/.devcontainer.json exists`)
+    expect(() => readDevcontainerSettings(join(root, 'bare'), {})).toThrow(`${join(root, 'bare')} has no dev container configuration: neither ${join(root, 'bare')}/.devcontainer/devcontainer.json nor ${join(root, 'bare')}/.devcontainer.json exists (pass the folder that holds it, --config FILE for one elsewhere such as ${join(root, 'bare')}/.devcontainer/<name>/devcontainer.json, or attach to a container with --docker CONTAINER)`)
     expect(() => readDevcontainerSettings(join(root, 'nowhere'), {})).toThrow(new InvalidArgumentError(`dev container folder ${join(root, 'nowhere')}: no such folder`))
+    expect(() => readDevcontainerSettings(join(root, 'bare'), {}, { config: join(root, 'bare', 'nope.json') })).toThrow(`the dev container configuration ${join(root, 'bare', 'nope.json')} does not exist (pass --config the devcontainer.json a container of ${join(root, 'bare')} was made from; the runtime's \`devcontainer.config\`)`)
   })
 
-  it('resolveTarget --devcontainer: the runtime config names the folder; workspaceFolder is the workspace root and cwd unless --workspace / --cwd are given', () => {
-    const project = join(root, 'app')
-    const target = resolveTarget({ devcontainer: project, start: true })
-    expect([target.description, target.world.runtimeConfig, target.world.workspaceRoot, target.cwd, target.managed]).toEqual([
-      `dev container of ${project}`, { devcontainer: { folder: project, start: true } }, '/workspaces/app', '/workspaces/app', false,
-    ])
-    const explicit = resolveTarget({ devcontainer: join(root, 'link'), user: 'root', cwd: '/tmp', workspace: '/srv', mode: 'read-only' })
-    expect([explicit.world.runtimeConfig, explicit.world.workspaceRoot, explicit.world.mode, explicit.cwd]).toEqual([{ devcontainer: { folder: project }, user: 'root' }, '/srv', 'read-only', '/tmp'])
+  it('resolveTarget: --config without --devcontainer is a usage error', async () => {
+    await expect(resolveTarget({ docker: 'c1', config: 'x.json' })).rejects.toThrow(new InvalidArgumentError('--config applies to --devcontainer targets only'))
+  })
+})
+
+describe('chooseDevcontainer: which container of a folder, and which file applies', () => {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-devcontainer-choose-')))
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+  const app = join(root, 'app')
+  mkdirSync(join(app, '.devcontainer', 'python'), { recursive: true })
+  const main = join(app, '.devcontainer', 'devcontainer.json')
+  const python = join(app, '.devcontainer', 'python', 'devcontainer.json')
+  writeFileSync(main, '{}')
+  writeFileSync(python, '{}')
+  // A shared configuration, linked into the project.
+  writeFileSync(join(root, 'shared.json'), '{}')
+  symlinkSync(join(root, 'shared.json'), join(app, '.devcontainer', 'shared.json'))
+  symlinkSync(app, join(root, 'link'))
+  const folder = projectFolder(app)
+  const candidate = (id: string, configFile: string | undefined): DevcontainerCandidate => ({ id: id.padEnd(64, '0'), name: `c-${id}`, state: 'running', localFolder: app, configFile })
+
+  it('projectFolder keeps a symlinked folder\'s path beside its real path', () => {
+    expect(projectFolder(join(root, 'link'))).toEqual({ folder: join(root, 'link'), real: app })
+  })
+
+  it('prefers the container made from the default file over one made from another', () => {
+    const other = candidate('aaa', python)
+    const wanted = candidate('bbb', main)
+    expect(chooseDevcontainer(folder, [other, wanted], { defaultConfig: main })).toEqual({ candidate: wanted, configFile: main })
+  })
+
+  it('a container made before the config_file label existed takes the default file', () => {
+    const legacy = candidate('ccc', undefined)
+    expect(chooseDevcontainer(folder, [legacy, candidate('aaa', join(root, 'gone.json'))], { defaultConfig: main })).toEqual({ candidate: legacy, configFile: main })
+  })
+
+  it('without --config, the only container of the folder is read with THE file it was made from', () => {
+    const only = candidate('aaa', python)
+    expect(chooseDevcontainer(folder, [only], { defaultConfig: main })).toEqual({ candidate: only, configFile: python })
+    expect(chooseDevcontainer(folder, [only], {})).toEqual({ candidate: only, configFile: python })
+  })
+
+  it('--config picks by the file, compared through realpath on both sides (a folder link, a config link)', () => {
+    const viaLink = candidate('aaa', join(root, 'link', '.devcontainer', 'python', 'devcontainer.json'))
+    const shared = candidate('bbb', join(app, '.devcontainer', 'shared.json'))
+    expect(chooseDevcontainer(folder, [viaLink, shared, candidate('ccc', main)], { config: python, defaultConfig: main })).toEqual({ candidate: viaLink, configFile: python })
+    expect(chooseDevcontainer(folder, [viaLink, shared], { config: join(root, 'shared.json') })).toEqual({ candidate: shared, configFile: join(root, 'shared.json') })
+  })
+
+  it('--config matching none: the error lists the folder\'s containers with the file each was made from', () => {
+    const containers = [candidate('aaa', main), candidate('bbb', join(root, 'gone.json'))]
+    const error = (() => { try { chooseDevcontainer(folder, containers, { config: python, defaultConfig: main }) } catch (caught) { return caught } })() as DevcontainerNotFoundError
+    expect(error).toBeInstanceOf(DevcontainerNotFoundError)
+    expect(error.message).toBe([
+      `no dev container of ${app} was made from ${python}: 2 containers carry the label devcontainer.local_folder=${app} with another devcontainer.config_file:`,
+      `  aaa000000000  c-aaa  running  config ${main}`,
+      `  bbb000000000  c-bbb  running  config ${join(root, 'gone.json')}`,
+      `attach to one with --config FILE naming its configuration (the runtime's \`devcontainer.config\`), or start one from ${python} with \`devcontainer up --workspace-folder ${app} --config ${python}\``,
+    ].join('\n'))
+  })
+
+  it('several made from other files: ambiguous, naming --config', () => {
+    const containers = [candidate('aaa', python), candidate('bbb', join(app, '.devcontainer', 'shared.json'))]
+    expect(() => chooseDevcontainer(folder, containers, { defaultConfig: main })).toThrow(new DevcontainerAmbiguousError(app, containers))
+    expect(new DevcontainerAmbiguousError(app, containers).message.split('\n').at(-1)).toBe('pick one by the configuration it was made from with --config FILE, remove the ones no longer used (docker rm -f ID), or attach to one with --docker ID')
+  })
+
+  it('no configuration file and no container naming one: the configuration is missing', () => {
+    expect(() => chooseDevcontainer(folder, [candidate('ccc', undefined)], {})).toThrow(new DevcontainerConfigMissingError(app))
+  })
+})
+
+describe('DevcontainerUserNotFoundError', () => {
+  const resolved: ResolvedDevcontainer = {
+    folder: '/home/me/app', configFile: '/home/me/app/.devcontainer/devcontainer.json', container: '0123456789abcdef', name: 'app-dev', started: false,
+    user: 'vscode', userSource: 'remoteUser of the container\'s devcontainer.metadata label', userOrigin: { property: 'remoteUser', from: 'label' },
+    workspaceFolder: '/workspaces/app', workspaceFolderSource: 'default', remoteEnv: {}, unset: [], atCreation: [], unsupported: [], withheld: [],
+  }
+
+  it('names the metadata label when the user comes from it, and where to set another', () => {
+    const error = new DevcontainerUserNotFoundError(resolved, 'vscode', 'unable to find user vscode: no matching entries in passwd file')
+    expect([error.code, error.message]).toEqual(['DEVCONTAINER_USER_NOT_FOUND', 'the dev container of /home/me/app, 0123456789ab (app-dev), has no user vscode (the engine says: unable to find user vscode: no matching entries in passwd file); vscode is the remoteUser of the container\'s devcontainer.metadata label (its image\'s or a Feature\'s): set remoteUser in /home/me/app/.devcontainer/devcontainer.json to a user the container has, or pass --user USER (the runtime\'s `user`) to run as another one'])
+  })
+
+  it('names the file and containerUser when that is the property', () => {
+    const error = new DevcontainerUserNotFoundError({ ...resolved, user: 'builder', userOrigin: { property: 'containerUser', from: 'file' } }, 'builder', 'unable to find user builder: no matching entries in passwd file')
+    expect(error.message).toBe('the dev container of /home/me/app, 0123456789ab (app-dev), has no user builder (the engine says: unable to find user builder: no matching entries in passwd file); builder is the containerUser of /home/me/app/.devcontainer/devcontainer.json: set containerUser there to a user the container has, or pass --user USER (the runtime\'s `user`) to run as another one')
   })
 })

@@ -37,32 +37,32 @@ describe('terminalSettings', () => {
 })
 
 describe('resolveTarget with terminal flags', () => {
-  it('puts the setting into the runtime config of a managed container, an attached one and an SSH host', () => {
+  it('puts the setting into the runtime config of a managed container, an attached one and an SSH host', async () => {
     const flags = { replies: 'off', scrollback: '50' }
     const expected = { replies: 'off', scrollback: 50 }
-    for (const target of [resolveTarget(flags), resolveTarget({ ...flags, docker: 'c1' }), resolveTarget({ ...flags, ssh: 'agent@example.invalid' })]) {
+    for (const target of await Promise.all([resolveTarget(flags), resolveTarget({ ...flags, docker: 'c1' }), resolveTarget({ ...flags, ssh: 'agent@example.invalid' })])) {
       expect((target.world.runtimeConfig as { terminal?: unknown }).terminal).toEqual(expected)
       expect(target.terminal).toEqual(expected)
     }
   })
 
-  it('leaves the runtime config without terminal when no flag is given', () => {
-    const target = resolveTarget({ docker: 'c1', emulator: true })
+  it('leaves the runtime config without terminal when no flag is given', async () => {
+    const target = await resolveTarget({ docker: 'c1', emulator: true })
     expect(target.world.runtimeConfig).toEqual({ container: 'c1' })
     expect(target.terminal).toBeUndefined()
   })
 })
 
 describe('--shell', () => {
-  it('pwsh sets terminal-bash\'s pwsh dialect and, for a managed container, the PowerShell image', () => {
-    const target = resolveTarget({ shell: 'pwsh', user: 'agent', cwd: '/tmp' })
+  it('pwsh sets terminal-bash\'s pwsh dialect and, for a managed container, the PowerShell image', async () => {
+    const target = await resolveTarget({ shell: 'pwsh', user: 'agent', cwd: '/tmp' })
     expect(target.world.terminal).toEqual({ shellDialect: 'pwsh', shellPath: 'pwsh' })
     expect(target.world.runtimeConfig).toMatchObject({ image: 'dsh-remote-worlds/target-pwsh:bookworm', user: 'agent' })
-    expect(resolveTarget({ shell: 'bash', user: 'agent', cwd: '/tmp' }).world.terminal).toBeUndefined()
+    expect((await resolveTarget({ shell: 'bash', user: 'agent', cwd: '/tmp' })).world.terminal).toBeUndefined()
   })
 
-  it('pwsh without replies is refused: PSReadLine waits for its cursor position report', () => {
-    expect(() => resolveTarget({ shell: 'pwsh', replies: 'off' })).toThrow(InvalidArgumentError)
-    expect(() => resolveTarget({ shell: 'pwsh', emulator: false })).toThrow(/--shell pwsh needs the terminal to answer: .* with --no-emulator it never shows a prompt/)
+  it('pwsh without replies is refused: PSReadLine waits for its cursor position report', async () => {
+    await expect(resolveTarget({ shell: 'pwsh', replies: 'off' })).rejects.toThrow(InvalidArgumentError)
+    await expect(resolveTarget({ shell: 'pwsh', emulator: false })).rejects.toThrow(/--shell pwsh needs the terminal to answer: .* with --no-emulator it never shows a prompt/)
   })
 })

@@ -20,10 +20,13 @@ export const DockerRuntimeConfig = z.object({
    * (src/devcontainer): found by its labels when the world opens; its devcontainer.json's
    * `remoteUser` (else `containerUser`) is the exec user unless `user` is given (an explicit
    * `user` wins), and its `remoteEnv` is added to what terminals and spawned processes get.
-   * `start: true` starts it when it is stopped. Give the sandbox policy and the terminals its
-   * `workspaceFolder` (`resolveDevcontainer(folder)` returns it).
+   * `config` names its configuration file, as the reference CLI's `--config` (then only a
+   * container whose `devcontainer.config_file` label names that file, or that has no such
+   * label, matches); default: the file the folder's container was made from. `start: true`
+   * starts it when it is stopped. Give the sandbox policy and the terminals its
+   * `workspaceFolder` (`resolveDevcontainer(folder, { config })` returns it).
    */
-  devcontainer: z.object({ folder: z.string().min(1), start: z.boolean().optional() }).strict().optional(),
+  devcontainer: z.object({ folder: z.string().min(1), config: z.string().min(1).optional(), start: z.boolean().optional() }).strict().optional(),
   /** Exec user (`name`, `uid`, `uid:gid`); the control channel runs as the same user. Default: the image's user (a dev container's: its configured one). */
   user: z.string().min(1).optional(),
   /**

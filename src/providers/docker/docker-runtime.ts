@@ -15,10 +15,10 @@ import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.t
 import { startRemoteTerminal } from '../remote/terminal.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
-import { DockerWorld } from './docker-world.ts'
+import { DockerWorld, execUserRefusal } from './docker-world.ts'
 import { dockerCreateOptions, mergeCreateOptions, workspaceOwnerUser } from '../../sandbox/docker-policy.ts'
 import { dockerSandboxCompanion } from '../../sandbox/docker-companion.ts'
-import { type ResolvedDevcontainer, resolveDevcontainer } from '../../devcontainer/index.ts'
+import { DevcontainerUserNotFoundError, type ResolvedDevcontainer, resolveDevcontainer } from '../../devcontainer/index.ts'
 
 
 /** Extra construction options that are objects, not plain config. */
@@ -42,11 +42,12 @@ export interface DockerRuntimeExtras {
  * directory in the container (removed at disposal), the real wait status (signal names
  * included) reported by the wrapper. `resolveExecutable` asks the control channel.
  *
- * With `devcontainer: { folder }` the world is the folder's dev container (src/devcontainer),
- * found when the world opens: the exec user is `user`, else the devcontainer.json's
- * `remoteUser`, else its `containerUser` (see {@link execUser}), and `remoteEnv` is added to
- * the environment of terminals and spawned processes, after the container's own and before the
- * spec's env.
+ * With `devcontainer: { folder, config? }` the world is the folder's dev container
+ * (src/devcontainer), found when the world opens: the exec user is `user`, else the
+ * devcontainer.json's `remoteUser`, else its `containerUser` (see {@link execUser}), and
+ * `remoteEnv` is added to the environment of terminals and spawned processes, after the
+ * container's own and before the spec's env. A configured user the container lacks fails the
+ * opening (DevcontainerUserNotFoundError), before anything runs.
  *
  * Limits: a terminal's exit status comes from ExecInspect, where the engine reports a signal
  * death as 128+N (the terminal's `signal` field is therefore always null).
@@ -86,16 +87,39 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
    * the managed one (see {@link RemoteSubprocessRuntime.world}).
    * @throws TargetNotFoundError, TargetNotRunningError, EngineUnavailableError (see {@link DockerWorld.open});
    *   for a dev container also the errors of `resolveDevcontainer` (src/devcontainer), e.g.
-   *   DevcontainerNotFoundError, DevcontainerAmbiguousError, DevcontainerStoppedError.
+   *   DevcontainerNotFoundError, DevcontainerAmbiguousError, DevcontainerStoppedError, and
+   *   DevcontainerUserNotFoundError (see {@link checkDevcontainerUser}).
    */
   protected async openWorld(): Promise<DockerWorld> {
     const docker = this.extras.docker ?? new Docker(this.config.socketPath === undefined ? undefined : { socketPath: this.config.socketPath })
     let container = this.config.container
+    let resolved: ResolvedDevcontainer | undefined
     if (this.config.devcontainer !== undefined) {
-      this.resolvedDevcontainer = await resolveDevcontainer(this.config.devcontainer.folder, { docker, start: this.config.devcontainer.start })
-      container = this.resolvedDevcontainer.container
+      const { folder, config, start } = this.config.devcontainer
+      resolved = await resolveDevcontainer(folder, { docker, config, start })
+      this.resolvedDevcontainer = resolved
+      container = resolved.container
     }
-    return DockerWorld.open({ docker, container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs, ownership: this.ownership })
+    const world = await DockerWorld.open({ docker, container, image: this.config.image, create: this.createOptions, controlRequestTimeoutMs: this.config.controlTimeoutMs, ownership: this.ownership })
+    if (resolved !== undefined && this.config.user === undefined && resolved.user !== undefined) await this.checkDevcontainerUser(world, resolved, resolved.user)
+    return world
+  }
+
+  /**
+   * Start the configured user's control channel now (the one every terminal and process of this
+   * runtime uses; it is kept), so a user the container lacks fails the opening with the file and
+   * property that name it, not the first terminal with the engine's words. The world is released
+   * when the check fails.
+   * @throws DevcontainerUserNotFoundError when the engine refuses the user (docker-world.ts `execUserRefusal`); otherwise the channel's own error.
+   */
+  private async checkDevcontainerUser(world: DockerWorld, resolved: ResolvedDevcontainer, user: string): Promise<void> {
+    try {
+      await world.control(user)
+    } catch (error) {
+      await world.dispose().catch(() => undefined)
+      const refusal = execUserRefusal(error)
+      throw refusal === undefined ? error : new DevcontainerUserNotFoundError(resolved, user, refusal, { cause: error })
+    }
   }
 
   /**

@@ -80,6 +80,21 @@ export function engineError(error: unknown, what: string): RemoteWorldError {
   return new TransportError(`${what}: ${detail}`, { cause: error })
 }
 
+/**
+ * The engine's refusal of an exec user the container does not have, found in a failure's
+ * message (a control channel's `ended before it started: "..."`), or undefined. The engine
+ * resolves a user name through the container's own /etc/passwd and /etc/group (runc's
+ * libcontainer/user) and ends the exec with that refusal where the program's output would be;
+ * Docker Engine 20.10 prints `unable to find user NAME: no matching entries in passwd file`
+ * (`unable to find group NAME: no matching entries in group file` for `user:group`).
+ * A numeric uid never fails this way: it needs no passwd entry.
+ */
+export function execUserRefusal(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | undefined)?.message
+  if (typeof message !== 'string') return undefined
+  return /unable to find (?:user|group) [^:"]*: no matching entries in (?:passwd|group) file/.exec(message)?.[0]
+}
+
 /** A started exec: its engine object and hijacked duplex stream. */
 interface StartedExec {
   exec: Docker.Exec

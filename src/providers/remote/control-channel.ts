@@ -126,6 +126,15 @@ export const DEFAULT_CONTROL_REQUEST_TIMEOUT_MS = 10_000
 const PREAMBLE_MAX_BYTES = 64 * 1024
 const TOKEN = /^[A-Za-z0-9_:.,/-]+$/
 
+/**
+ * What the world printed instead of READY, for a message: its first 200 characters, without
+ * the line ending an engine or a login ends it with (Docker's exec failures end in `\r\n`,
+ * e.g. `unable to find user nosuchuser: no matching entries in passwd file\r\n`).
+ */
+function preamble(text: string): string {
+  return text.slice(0, 200).replace(/[\r\n]+$/, '')
+}
+
 /** Options of {@link ControlChannel.open}. */
 export interface ControlChannelOptions {
   /**
@@ -204,13 +213,14 @@ export class ControlChannel {
       if (text.length > PREAMBLE_MAX_BYTES) {
         cleanup()
         transport.close()
-        ready.reject(new ControlChannelError(`the remote control program in ${where} did not start: ${JSON.stringify(text.slice(0, 200))}`))
+        ready.reject(new ControlChannelError(`the remote control program in ${where} did not start: ${JSON.stringify(preamble(text))}`))
       }
     }
     const onEnd = (): void => {
       cleanup()
       transport.close()
-      ready.reject(new ControlChannelError(`the remote control program in ${where} ended before it started${text.length > 0 ? `: ${JSON.stringify(text.slice(0, 200))}` : ''}`))
+      const said = preamble(text)
+      ready.reject(new ControlChannelError(`the remote control program in ${where} ended before it started${said.length > 0 ? `: ${JSON.stringify(said)}` : ''}`))
     }
     const onError = (error: Error): void => {
       cleanup()

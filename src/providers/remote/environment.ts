@@ -33,7 +33,17 @@ export function remoteChildEnv(ambient: Readonly<Record<string, string>>, explic
  * (upstream `SENSITIVE_ENV_PATTERN`) or `DSH_*`, both case-insensitively.
  */
 export function isScrubbedName(name: string): boolean {
-  return SENSITIVE_ENV_PATTERN.test(name) || name.toUpperCase().startsWith('DSH_')
+  return scrubKind(name) !== undefined
+}
+
+/**
+ * Why {@link remoteChildEnv} drops a variable of this name: `credential-shaped` (upstream
+ * `SENSITIVE_ENV_PATTERN`: KEY, PASSWORD, SECRET or TOKEN anywhere in it), else `DSH_*` (the
+ * harness's own settings); undefined when it is kept. Both case-insensitive.
+ */
+export function scrubKind(name: string): 'credential-shaped' | 'DSH_*' | undefined {
+  if (SENSITIVE_ENV_PATTERN.test(name)) return 'credential-shaped'
+  return name.toUpperCase().startsWith('DSH_') ? 'DSH_*' : undefined
 }
 
 /**

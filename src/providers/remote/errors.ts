@@ -32,6 +32,7 @@ export type RemoteWorldErrorCode =
   | 'DEVCONTAINER_STOPPED'
   | 'DEVCONTAINER_CONFIG_MISSING'
   | 'DEVCONTAINER_CONFIG_INVALID'
+  | 'DEVCONTAINER_USER_NOT_FOUND'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {
