@@ -115,6 +115,9 @@ const FIRST_READ_QUIET_MS = 30
 /** Interval of the stdin-wait probe while input waits for the first read (ms). */
 const FIRST_READ_PROBE_MS = 10
 
+/** terminal-bash's prompt marker (OSC 133 ; D), printed before each prompt of both its dialects. */
+const PROMPT_MARKER = Buffer.from('\x1b]133;D')
+
 /** The window sizes {@link RemoteTerminalHandle.resize} accepts, [min, max] in character cells. */
 export const TERMINAL_SIZE_LIMITS = { rows: [1, 1000], cols: [2, 1000] } as const
 
@@ -266,6 +269,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** Input written before the program first read the terminal waits for this (see write). */
   private firstRead: Promise<void> | undefined
   private readFirst = false
+  /** The output carried terminal-bash's prompt marker (OSC 133;D) at least once. */
+  private promptSeen = false
   /** When the last output chunk arrived (performance.now() ms). */
   private lastOutputAt = performance.now()
   /** The terminal emulator, when the start asked for one. */
@@ -342,8 +347,9 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * (emulator/reply-guard.ts): the program gets one answer per query.
    *
    * Input written before the program first read the terminal waits, in order, until it does:
-   * a member of the foreground group proven blocked reading it, with the output quiet for
-   * {@link FIRST_READ_QUIET_MS} and no emulator reply held (at most {@link FIRST_READ_BOUND_MS}).
+   * a member of the foreground group proven blocked reading it, at terminal-bash's prompt (its
+   * marker seen) or with the output quiet for {@link FIRST_READ_QUIET_MS} and no emulator reply
+   * held (at most {@link FIRST_READ_BOUND_MS}).
    * A program that asks the terminal something while it starts reads the answer and then
    * sets the terminal up: PowerShell's console reads the cursor position report in cooked mode,
    * then PSReadLine switches to raw mode, and a line typed ahead before that lost its Enter
@@ -365,7 +371,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private async awaitFirstRead(): Promise<void> {
     const deadline = performance.now() + FIRST_READ_BOUND_MS
     while (performance.now() < deadline && !this.exited && !this.closing) {
-      const quiet = performance.now() - this.lastOutputAt >= FIRST_READ_QUIET_MS && !this.replies.holding
+      // At a harness prompt (terminal-bash's marker seen) the shell is set up: its read is the one.
+      const quiet = this.promptSeen || (performance.now() - this.lastOutputAt >= FIRST_READ_QUIET_MS && !this.replies.holding)
       if (quiet && await this.withControl(control => control.foreground(this.identity)).then(facts => facts?.inputWaiting === true, () => false)) break
       await delay(FIRST_READ_PROBE_MS)
     }
@@ -414,6 +421,9 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     return this.track(this.withControl(control => control.foreground(this.identity)).then(facts => {
+      // What the program printed before it blocked reading must reach the reader of `output`
+      // before the probe that proves the read: hand over what the coalescing holds.
+      this.flush()
       if (facts === undefined || facts.tpgid <= 0) return undefined
       return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }))
@@ -498,6 +508,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
     this.lastOutputAt = performance.now()
+    // Only until first seen; a marker split across two chunks is caught by a later prompt.
+    if (!this.promptSeen && chunk.includes(PROMPT_MARKER)) this.promptSeen = true
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
     if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) this.flush()
