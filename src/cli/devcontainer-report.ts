@@ -10,26 +10,12 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { scrubKind } from '../providers/remote/environment.ts'
 import { sandboxReportOf } from '../sandbox/companion.ts'
 
-/** What doctor says of a dev container target: what of its devcontainer.json is applied, and what is not. */
-export interface DevcontainerReport {
-  /** The project folder, as the container's `devcontainer.local_folder` label names it. */
-  folder: string
-  /** The devcontainer.json applied (the one the container was made from, or `--config`). */
-  configFile: string
-  /** The container: 12-digit id. */
-  container: string
-  /** The container's name. */
-  name: string
-  /** True when `--start` started it. */
-  started: boolean
-  /** The exec user, or undefined for the container's own. */
-  user: string | undefined
-  /** Where the user comes from (`--user`, `remoteUser of devcontainer.json`, ...). */
-  userSource: string
-  /** The shell's cwd and the sandbox's workspace root, from `workspaceFolder` (or its default). */
-  workspaceFolder: string
-  /** `workspaceFolder` as set in the file, or the specification's default. */
-  workspaceFolderSource: 'workspaceFolder' | 'default'
+/**
+ * What doctor says of a dev container target: what of its devcontainer.json is applied, and
+ * what is not. The shared fields mean what they mean on {@link ResolvedDevcontainer}, but
+ * `container` is the 12-digit id and `user`/`userSource` are the effective ones (`--user` wins).
+ */
+export interface DevcontainerReport extends Pick<ResolvedDevcontainer, 'folder' | 'configFile' | 'container' | 'name' | 'started' | 'user' | 'userSource' | 'workspaceFolder' | 'workspaceFolderSource'> {
   /** remoteEnv names terminals and spawned processes get. */
   remoteEnv: string[]
   /** Properties the container got when it was created, taken as they are. */
