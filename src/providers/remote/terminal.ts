@@ -153,6 +153,11 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     emulator?.close()
     throw error
   }
+  /** Release what a failed start made (the PTY transport and the emulator). */
+  const abandon = (): void => {
+    transport.close()
+    emulator?.close()
+  }
   const scanner = new BoundaryScanner(wrapper.nonce)
   const marker = Promise.withResolvers<{ pid: number; starttime: number; rest: Buffer }>()
   const onData = (chunk: Buffer): void => {
@@ -186,8 +191,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     await resize
     await emulatorReady
   } catch (error) {
-    transport.close()
-    emulator?.close()
+    abandon()
     throw error
   } finally {
     transport.output.off('data', onData)
@@ -203,8 +207,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     ? stat.starttime
     : stat === undefined && started.starttime > 0 ? started.starttime : undefined
   if (starttime === undefined) {
-    transport.close()
-    emulator?.close()
+    abandon()
     throw new SpawnFailedError(`terminal in ${where} published pid ${started.pid}, which the control channel cannot see (different pid namespace${started.starttime === 0 ? ' or already exited' : ''})`)
   }
   const outer = { pid: started.pid, starttime }
@@ -213,8 +216,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     try {
       program = await findWrappedProgram(control, outer, start.program, WRAPPED_PROGRAM_BOUND_MS)
     } catch (error) {
-      transport.close()
-      emulator?.close()
+      abandon()
       throw error
     }
   }
@@ -279,7 +281,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly replyGuard = new ReplyGuard()
   /** Holds each emulator reply until the program that asked reads the terminal (reply-delivery.ts). */
   private readonly replies = new ReplyDelivery({
-    readingTerminal: () => this.withControl(control => control.foreground(this.identity)).then(facts => facts?.inputWaiting === true),
+    readingTerminal: () => this.provenReading(),
     settle: async () => {
       this.flush()
       await this.emulator?.sync()
@@ -367,13 +369,19 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     return this.track(this.firstRead.then(() => this.transport.write(bytes)))
   }
 
+  /** Whether a member of the foreground group is proven blocked reading the terminal now (control.sh `waits`). */
+  private async provenReading(): Promise<boolean> {
+    const facts = await this.withControl(control => control.foreground(this.identity))
+    return facts?.inputWaiting === true
+  }
+
   /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */
   private async awaitFirstRead(): Promise<void> {
     const deadline = performance.now() + FIRST_READ_BOUND_MS
     while (performance.now() < deadline && !this.exited && !this.closing) {
       // At a harness prompt (terminal-bash's marker seen) the shell is set up: its read is the one.
       const quiet = this.promptSeen || (performance.now() - this.lastOutputAt >= FIRST_READ_QUIET_MS && !this.replies.holding)
-      if (quiet && await this.withControl(control => control.foreground(this.identity)).then(facts => facts?.inputWaiting === true, () => false)) break
+      if (quiet && await this.provenReading().catch(() => false)) break
       await delay(FIRST_READ_PROBE_MS)
     }
     this.readFirst = true
@@ -483,7 +491,6 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.emulator?.close()
     this.start.onTerminated?.(this)
   }
-
 
   /**
    * Run `use` on the control channel; when the channel failed (its program was killed, a
