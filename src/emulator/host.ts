@@ -53,7 +53,7 @@ export const EMULATOR_START_BOUND_MS = 10_000
 /** The shared worker and the emulators it serves. */
 class EmulatorWorker {
   private static current: EmulatorWorker | undefined
-  readonly emulators = new Map<number, TerminalEmulator>()
+  private readonly emulators = new Map<number, TerminalEmulator>()
   private readonly worker: Worker
   private nextId = 1
   private idleTimer: NodeJS.Timeout | undefined
@@ -104,11 +104,6 @@ class EmulatorWorker {
     if (this.failure === undefined) this.worker.postMessage(message)
   }
 
-  /** The failure that ended the worker, when it ended. */
-  get failed(): Error | undefined {
-    return this.failure
-  }
-
   attach(emulator: TerminalEmulator): number {
     clearTimeout(this.idleTimer)
     const id = this.nextId++
@@ -127,7 +122,7 @@ class EmulatorWorker {
     clearTimeout(this.idleTimer)
     this.idleTimer = setTimeout(() => {
       if (this.emulators.size > 0) return
-      if (EmulatorWorker.current === this) EmulatorWorker.current = undefined
+      // A failed worker is replaced by the next shared() call.
       this.failure = new Error('terminal emulator worker ended: idle')
       void this.worker.terminate()
     }, IDLE_WORKER_MS)
@@ -189,11 +184,6 @@ export class TerminalEmulator {
   /** Send replies and backpressure to `sink` from now on. */
   connect(sink: TerminalEmulatorSink): void {
     this.sink = sink
-  }
-
-  /** Why the emulator no longer works (its worker failed), or undefined. */
-  get failed(): Error | undefined {
-    return this.failure
   }
 
   /** Feed PTY output bytes (never modified; copied to the worker). */
