@@ -22,6 +22,7 @@ import { startSshdWorld } from '../test/helpers/sshd-world.ts'
 import { measureContainerStart } from './rows/container-start.ts'
 import { measureSshConnect } from './rows/ssh-connect.ts'
 import type { SampleTable } from './timing.ts'
+import { imageExists } from '../src/providers/docker/images.ts'
 
 /** The worlds, in the order the report lists them (local first: it is the baseline). */
 export const WORLD_NAMES = ['local', 'docker', 'ssh'] as const
@@ -227,7 +228,7 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
       // so every measured open is a new PTY channel on an already-connected target (the pool
       // keeps it for idleMs, 15 s).
       start: async () => {
-        const image = await new Docker().getImage(PWSH_IMAGE).inspect().then(() => PWSH_IMAGE, () => IMAGE)
+        const image = await imageExists(new Docker(), PWSH_IMAGE) ? PWSH_IMAGE : IMAGE
         // One retry: the helper's free port can be taken by a parallel test before sshd binds it.
         const sshd = await startSshdWorld([{}], { image }).catch((error: unknown) => {
           console.error(`[bench] ssh: test sshd did not start (${(error as Error).message.split(';')[0]}); retrying once`)

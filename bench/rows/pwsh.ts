@@ -14,6 +14,7 @@ import Docker from 'dockerode'
 import { type SampleTable, pushSample, withTimeout } from '../timing.ts'
 import { expectSettled } from '../terminal-steps.ts'
 import { DEFAULT_TUNING, PWSH_IMAGE, type StartedWorld } from '../worlds.ts'
+import { imageExists } from '../../src/providers/docker/images.ts'
 
 export const PWSH_OPEN_METRIC = 'open-to-prompt (pwsh)'
 export const PWSH_ECHO_METRIC = 'echo settle (pwsh)'
@@ -24,7 +25,7 @@ export const PWSH_METRICS = [PWSH_OPEN_METRIC, PWSH_ECHO_METRIC, PWSH_READ_HOST_
 
 /** Whether the PowerShell image exists (docker/ensure-world.sh builds it where dotnet is on PATH). */
 export async function pwshImageExists(): Promise<boolean> {
-  return new Docker().getImage(PWSH_IMAGE).inspect().then(() => true, () => false)
+  return imageExists(new Docker(), PWSH_IMAGE)
 }
 
 /**

@@ -19,6 +19,7 @@ import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
 import { planDevcontainer } from '../devcontainer/index.ts'
+import { imageExists } from '../providers/docker/images.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
@@ -145,9 +146,7 @@ export async function ensureDockerWorld(image = DEFAULT_IMAGE): Promise<void> {
  */
 async function ensurePwshWorld(): Promise<void> {
   await ensureDockerWorld(DEFAULT_IMAGE)
-  const docker = new Docker()
-  const present = await docker.getImage(PWSH_IMAGE).inspect().then(() => true, () => false)
-  if (!present) throw new Error(`--shell pwsh runs in ${PWSH_IMAGE}, which is not built: docker/ensure-world.sh builds it where the .NET SDK (dotnet) is on PATH (see its output above), or pass --image IMAGE of an image with pwsh on PATH`)
+  if (!await imageExists(new Docker(), PWSH_IMAGE)) throw new Error(`--shell pwsh runs in ${PWSH_IMAGE}, which is not built: docker/ensure-world.sh builds it where the .NET SDK (dotnet) is on PATH (see its output above), or pass --image IMAGE of an image with pwsh on PATH`)
 }
 
 /**

@@ -6,6 +6,7 @@
  * @module dsh-remote-worlds/testcontainers/ryuk
  */
 import type Dockerode from 'dockerode'
+import { imageExists } from '../providers/docker/images.ts'
 
 /** The Ryuk image testcontainers uses (its `RYUK_CONTAINER_IMAGE` override, else its default). */
 export function ryukImage(): string {
@@ -21,7 +22,7 @@ export function ryukImage(): string {
 export async function disableRyukWhenAbsent(docker: Dockerode): Promise<boolean> {
   const setting = process.env.TESTCONTAINERS_RYUK_DISABLED
   if (setting !== undefined) return setting !== 'true'
-  const present = await docker.getImage(ryukImage()).inspect().then(() => true, () => false)
+  const present = await imageExists(docker, ryukImage())
   if (!present) process.env.TESTCONTAINERS_RYUK_DISABLED = 'true'
   return present
 }

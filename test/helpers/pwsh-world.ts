@@ -5,6 +5,7 @@
  */
 import Docker from 'dockerode'
 import type { TerminalTuning } from '../../src/backend/world.ts'
+import { imageExists } from '../../src/providers/docker/images.ts'
 
 export const PWSH_IMAGE = process.env.DSH_REMOTE_PWSH_IMAGE ?? 'dsh-remote-worlds/target-pwsh:bookworm'
 
@@ -18,8 +19,7 @@ export const PWSH_TERMINAL: TerminalTuning = { shellDialect: 'pwsh', shellPath: 
  * @throws Error under CI=true when the image is missing.
  */
 export async function pwshImageAvailability(): Promise<{ available: true } | { available: false; reason: string }> {
-  const present = await new Docker().getImage(PWSH_IMAGE).inspect().then(() => true, () => false)
-  if (present) return { available: true }
+  if (await imageExists(new Docker(), PWSH_IMAGE)) return { available: true }
   const reason = `${PWSH_IMAGE} is not built: docker/ensure-world.sh builds it where dotnet is on PATH (see its log line)`
   if (process.env.CI === 'true') throw new Error(`CI=true: the pwsh tests must run, but ${reason}`)
   return { available: false, reason }
