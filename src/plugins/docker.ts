@@ -18,6 +18,7 @@ import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import z from '@deepseek-ai/schemastery'
 import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../providers/docker/docker-runtime.ts'
+import { defined } from './defined.ts'
 import { TerminalSetting, terminalSetting } from './terminal-setting.ts'
 
 /** Cordis plugin name. */
@@ -80,10 +81,6 @@ export const Config: z<Config> = z.object({
   terminal: TerminalSetting,
 })
 
-/** Drop keys whose value is undefined (the runtime's config is strict). */
-function defined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined && entry !== null)) as T
-}
 
 /**
  * Register the Docker runtime as `ctx.subprocess`. A managed container is created from the

@@ -17,6 +17,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import z from '@deepseek-ai/schemastery'
 import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { SshSubprocessRuntime, type SshRuntimeConfig } from '../providers/ssh/ssh-runtime.ts'
+import { defined } from './defined.ts'
 import { TerminalSetting, terminalSetting } from './terminal-setting.ts'
 
 /** Cordis plugin name. */
@@ -79,6 +80,6 @@ export const Config: z<Config> = z.object({
  */
 export async function apply(ctx: Context, config: Config): Promise<void> {
   const { terminal, ...rest } = config
-  const runtimeConfig = { ...Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined && value !== null)), ...terminalSetting(terminal) } as SshRuntimeConfig
+  const runtimeConfig = { ...defined(rest), ...terminalSetting(terminal) } as SshRuntimeConfig
   await ctx.plugin(SshSubprocessRuntime, runtimeConfig)
 }

@@ -5,6 +5,7 @@
  */
 import z from '@deepseek-ai/schemastery'
 import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
+import { defined } from './defined.ts'
 
 /** Schema of the plugins' `terminal` option: see {@link TerminalEmulatorSettings}. */
 export const TerminalSetting: z<TerminalEmulatorSettings> = z.object({
@@ -18,6 +19,6 @@ export const TerminalSetting: z<TerminalEmulatorSettings> = z.object({
  * object option into `{}`), else only the keys that are set.
  */
 export function terminalSetting(value: TerminalEmulatorSettings | undefined): { terminal?: TerminalEmulatorSettings } {
-  const set = Object.fromEntries(Object.entries(value ?? {}).filter(([, entry]) => entry !== undefined && entry !== null))
+  const set = defined(value ?? {})
   return Object.keys(set).length > 0 ? { terminal: set } : {}
 }
