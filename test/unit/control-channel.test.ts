@@ -63,6 +63,30 @@ describe('ControlChannel that never starts', () => {
   })
 })
 
+describe('ControlChannel whose world exits before reading the program', () => {
+  it('rejects with ControlChannelError and raises no unhandled EPIPE from the program write', async () => {
+    // The world closes its stdin and says so on stderr before the program is written, so the
+    // write meets a pipe with no reader (EPIPE) every time; its stdout ends 200 ms later.
+    const child = spawn('sh', ['-c', 'exec 0<&-; echo closed >&2; sleep 0.2'], { stdio: ['pipe', 'pipe', 'pipe'] })
+    await once(child.stderr, 'data')
+    const opening = ControlChannel.open({ stdin: child.stdin, stdout: child.stdout, close: () => { child.stdin.destroy() } }, 'local sh')
+    await expect(opening).rejects.toThrow(new ControlChannelError('the remote control program in local sh ended before it started'))
+    // The EPIPE of the write, if it came, arrived by now; vitest fails the file on an unhandled one.
+    await new Promise(resolve => setTimeout(resolve, 50))
+  })
+})
+
+describe('ControlChannel over a transport that already closed', () => {
+  it('rejects at once with ControlChannelError, not after the 15 s start bound', async () => {
+    const child = spawn('sh', ['-c', 'exit 0'], { stdio: ['pipe', 'pipe', 'ignore'] })
+    await once(child, 'close')
+    expect(child.stdout.destroyed).toBe(true)
+    const opening = ControlChannel.open({ stdin: child.stdin, stdout: child.stdout, close: () => { child.stdin.destroy() } }, 'local sh')
+    expect(await settleState(opening, 1_000)).toBe('rejected')
+    await expect(opening).rejects.toThrow(new ControlChannelError('the remote control program in local sh ended before it started'))
+  })
+})
+
 describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
   it('readSmallFiles: each file\'s lines as read by the shell\'s builtins; unreadable, missing or empty is undefined', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dsh-counters-'))

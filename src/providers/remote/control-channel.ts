@@ -232,15 +232,28 @@ export class ControlChannel {
       transport.close()
       ready.reject(new ControlChannelError(`the remote control program in ${where} did not answer within ${READY_TIMEOUT_MS} ms`))
     }, READY_TIMEOUT_MS)
+    // A world that refuses the program (Docker's exec of a missing user, a login that exits)
+    // may close its stdin before the write lands: EPIPE. Its stdout still carries what it said
+    // and then ends, so onEnd reports it; the write error alone adds nothing.
+    const onStdinError = (): void => {}
     const cleanup = (): void => {
       clearTimeout(timer)
       transport.stdout.off('data', onData)
       transport.stdout.off('end', onEnd)
+      transport.stdout.off('close', onEnd)
       transport.stdout.off('error', onError)
+      transport.stdin.off('error', onStdinError)
     }
     transport.stdout.on('data', onData)
     transport.stdout.once('end', onEnd)
+    transport.stdout.once('close', onEnd)
     transport.stdout.once('error', onError)
+    transport.stdin.on('error', onStdinError)
+    // A stream destroyed before open() was called emits nothing more: say so now, not in 15 s.
+    if (transport.stdout.destroyed) {
+      onEnd()
+      return ready.promise
+    }
     transport.stdin.write(`${CONTROL_PROGRAM}\n`)
     return ready.promise
   }
