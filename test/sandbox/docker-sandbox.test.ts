@@ -21,6 +21,17 @@ function dockerWorld(runtimeConfig: DockerRuntimeConfig, mode?: Mode, workspaceR
   return openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig, workspaceRoot, ...(mode !== undefined ? { mode } : {}), ...(terminal !== undefined ? { terminal } : {}) })
 }
 
+/**
+ * `ps -ww -e -o comm=,args=` lines split into the world's pooled execs (a launcher or a
+ * standby: `sh` running `/bin/sh -c PROGRAM dsh-launcher|dsh-standby NONCE`, see
+ * src/providers/docker/exec-pool/) and the command names of everything else, in pid order.
+ */
+function splitPooled(text: string): { pooled: string[]; others: string[] } {
+  const lines = text.trim().split('\n').map(line => line.trim())
+  const isPooled = (line: string): boolean => /^sh +\/bin\/sh -c .* dsh-(launcher|standby) [0-9a-f]{32}$/.test(line)
+  return { pooled: lines.filter(isPooled), others: lines.filter(line => !isPooled(line)).map(line => line.split(/ +/)[0]!) }
+}
+
 function containerOf(world: RemoteWorld): string {
   return (world.ctx.sandbox as DockerSandboxProvider).report().world.split(' ')[2]!
 }
@@ -167,8 +178,12 @@ describe('Docker limits, network and capabilities of a confined container', () =
     // (Output goes to a file: a pipeline's reader of fd 0 would be taken for a stdin wait; see the report.)
     expect(await run(terminal, 'timeout -s KILL 5 bash -c \'f(){ f|f& }; f; sleep 60\' >/tmp/bomb.log 2>&1; echo "rc=$?"')).toBe('Killed\nrc=137')
     expect(await run(terminal, 'grep -m1 -o "fork: retry: Resource temporarily unavailable" /tmp/bomb.log')).toBe('fork: retry: Resource temporarily unavailable')
-    // Every bomb process is gone: init, the container's lifeline (sh), the control channel (sh), this shell, ps.
-    expect(await run(terminal, 'ps -e -o comm=')).toBe('docker-init\nsh\nsh\nbash\nps')
+    // Every bomb process is gone: init, the container's lifeline (sh), the control channel (sh),
+    // this shell, ps; besides them only the world's pooled execs (a launcher, and a standby
+    // when its start came before the bomb), each a `sh` named after its program.
+    const table = splitPooled(await run(terminal, 'ps -ww -e -o comm=,args='))
+    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'bash', 'ps'])
+    expect(table.pooled.length).toBeGreaterThanOrEqual(1)
     expect(await run(terminal, 'echo alive')).toBe('alive')
     await terminal.close()
     const again = await world.open()
@@ -224,8 +239,9 @@ describe('attached containers are inspected', () => {
     const failure = await world.open().then(() => undefined, (error: unknown) => error)
     expect(failure).toBeInstanceOf(SandboxUnavailableError)
     expect((failure as Error).message.endsWith(`Runner failure: docker container ${plain.id.slice(0, 12)} does not enforce read-only for workspace /root: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`)).toBe(true)
-    // Nothing but init, the container's command and the control channel ever ran: no bash.
-    expect((await execIn(plain.id, ['ps', '-e', '-o', 'comm=', '--sort', 'pid'])).stdout.trim().split('\n')).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
+    // Nothing but init, the container's command, the control channel and the pooled execs
+    // (which run no program until handed one) ever ran: no bash.
+    expect(splitPooled((await execIn(plain.id, ['ps', '-ww', '-e', '-o', 'comm=,args=', '--sort', 'pid'])).stdout).others).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
     expect(logLines(world)).toEqual([`info: WARNING: sandbox mode read-only cannot be enforced in docker container ${plain.id.slice(0, 12)} (attached); terminals will fail closed: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`])
   })
 

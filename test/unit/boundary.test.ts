@@ -124,15 +124,18 @@ describe('buildStartWrapper', () => {
     expect(a.script).not.toContain(`DSHB${a.nonce}`)
   })
 
-  it('applies a valid window size with stty before the pid marker (so no SIGWINCH reaches the program later) and omits an invalid one', () => {
+  it('applies a valid window size with stty before the pid marker (so no SIGWINCH reaches the program later), with a saved state in $1 restored by the same stty, and omits an invalid size', () => {
     const sized = buildStartWrapper(['/bin/sh'], '/', {}, { rows: 40, cols: 160 })
-    const stty = sized.script.indexOf('stty rows 40 cols 160 2>/dev/null')
+    const line = 'stty ${1:+"$1"} rows 40 cols 160 2>/dev/null || { stty "$1"; stty rows 40 cols 160; } 2>/dev/null'
+    const stty = sized.script.indexOf(line)
     expect(stty).toBeGreaterThan(0)
     expect(stty).toBeLessThan(sized.script.indexOf(':pid:'))
     for (const size of [{ rows: 0, cols: 160 }, { rows: 40, cols: -1 }, { rows: 1.5, cols: 80 }, { rows: 40, cols: 0x10000 }, { rows: Number.NaN, cols: 80 }]) {
-      expect(buildStartWrapper(['/bin/sh'], '/', {}, size).script, JSON.stringify(size)).not.toContain('stty')
+      const script = buildStartWrapper(['/bin/sh'], '/', {}, size).script
+      expect(script, JSON.stringify(size)).not.toContain('rows')
+      expect(script).toContain('[ -z "$1" ] || stty "$1" 2>/dev/null')
     }
-    expect(buildStartWrapper(['/bin/sh'], '/', {}).script).not.toContain('stty')
+    expect(buildStartWrapper(['/bin/sh'], '/', {}).script).not.toContain('rows')
   })
 
   describe('run by a real local sh (no PTY: the marker ends in a bare \\n)', () => {

@@ -31,6 +31,8 @@ import type { SessionOwnership } from '../remote/ownership.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
+import { ExecPool } from './exec-pool/pool.ts'
+import type { ExecStartOptions, StartedExec } from './exec-pool/started-exec.ts'
 import { attachLifeline, lifelineCreateOptions } from './lifeline.ts'
 
 export { LIFELINE_COMMAND } from './lifeline.ts'
@@ -95,12 +97,6 @@ export function execUserRefusal(error: unknown): string | undefined {
   return /unable to find (?:user|group) [^:"]*: no matching entries in (?:passwd|group) file/.exec(message)?.[0]
 }
 
-/** A started exec: its engine object and hijacked duplex stream. */
-interface StartedExec {
-  exec: Docker.Exec
-  stream: Duplex
-}
-
 /**
  * A container that terminals and control channels run in.
  * Create with {@link DockerWorld.open}; release with {@link DockerWorld.dispose}.
@@ -122,6 +118,8 @@ export class DockerWorld {
   private readonly ownership: SessionOwnership | undefined
   /** A managed container's lifeline: pid 1 reads it and ends at its EOF (see {@link DockerWorld.open}). */
   private readonly lifeline: Duplex | undefined
+  /** Execs started ahead of need: launchers for processes, a standby for the next terminal (exec-pool/). */
+  private readonly pool: ExecPool
 
   private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: { lifeline: Duplex } | undefined, options: DockerWorldOptions) {
     this.controlRequestTimeoutMs = options.controlRequestTimeoutMs
@@ -132,6 +130,12 @@ export class DockerWorld {
     this.managed = managed !== undefined
     this.inspectInfo = info
     this.ambientEnv = parseEnvEntries(info.Config.Env)
+    const ownership = options.ownership
+    this.pool = new ExecPool({
+      startExec: (cmd, execOptions) => this.startExec(cmd, execOptions),
+      newTag: ownership === undefined ? undefined : () => ownership.newTag(),
+      describe: user => this.describe(user),
+    })
   }
 
   /**
@@ -243,6 +247,9 @@ export class DockerWorld {
         control.close()
         throw error
       }
+      // The user is known to exist now: start its pooled execs (registered first, so a client
+      // that dies from here on leaves them tagged for the next client's reaper).
+      this.pool.warm(user)
       // A channel that fails while the world lives (its program killed, a request timed out) is
       // replaced at once, not at the next request: the replacement's registration is what keeps
       // this client's sessions from looking gone to another client, which confirms a gone client
@@ -267,7 +274,7 @@ export class DockerWorld {
    * @param cmd - exec argv (run without a shell by the engine).
    * @throws TargetNotRunningError when the container stopped; EngineUnavailableError when the engine is gone.
    */
-  async startExec(cmd: string[], options: { tty: boolean; user: string | undefined; stdin?: boolean }): Promise<StartedExec> {
+  async startExec(cmd: string[], options: ExecStartOptions): Promise<StartedExec> {
     if (this.disposed) throw new WorldClosedError()
     const container = this.docker.getContainer(this.containerId)
     try {
@@ -278,6 +285,7 @@ export class DockerWorld {
         AttachStderr: true,
         Tty: options.tty,
         ...(options.user !== undefined ? { User: options.user } : {}),
+        ...(options.env !== undefined && options.env.length > 0 ? { Env: [...options.env] } : {}),
       })
       const stream = await exec.start({ hijack: true, stdin: options.stdin ?? true, Tty: options.tty } as Docker.ExecStartOptions)
       // Attached here, where the socket is handed over: an unheard 'error' (a reset engine
@@ -295,11 +303,15 @@ export class DockerWorld {
   }
 
   /**
-   * Start a PTY exec running `sh -c SCRIPT` as `user`.
+   * Run `sh -c SCRIPT` as `user` in a PTY exec: the pool's standby (started ahead of need; the
+   * engine's exec start is off the critical path) or, where standbys cannot run, a fresh exec.
+   * Either way the script runs as the exec's own process, session leader of the engine's PTY.
    * @returns the transport the world-neutral terminal drives.
+   * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
   async openTerminal(script: string, user: string | undefined): Promise<TerminalTransport> {
-    const { exec, stream } = await this.startExec(['/bin/sh', '-c', script], { tty: true, user })
+    const standby = await this.pool.standby(user, script)
+    const { exec, stream } = standby ?? await this.startExec(['/bin/sh', '-c', script], { tty: true, user })
     const output = new PassThrough()
     stream.pipe(output)
     stream.once('close', () => output.end())
@@ -318,17 +330,25 @@ export class DockerWorld {
       },
       exit: () => this.execOutcome(exec, user),
       close: () => { stream.destroy() },
+      startedBeforeScript: standby !== undefined,
     }
   }
 
   /**
-   * Start a non-TTY exec running `sh -c SCRIPT` as `user`, its multiplexed stream split into
+   * Run `sh -c SCRIPT` as `user` without a PTY. Without stdin, on one of the pool's launchers
+   * (a reused exec: no engine exec start at all, see exec-pool/boot-scripts.ts); with stdin, or
+   * where launchers cannot run, in a fresh non-TTY exec, its multiplexed stream split into
    * stdout and stderr (with backpressure, see demux.ts).
    * @param options.stdin - attach stdin (`end()` on the returned stdin half-closes the socket,
    *   which the engine turns into EOF on the process's stdin).
    * @returns the transport the world-neutral process handle drives.
+   * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
   async openProcess(script: string, user: string | undefined, options: { stdin: boolean }): Promise<ProcessTransport> {
+    if (!options.stdin) {
+      const launched = await this.pool.launch(user, script)
+      if (launched !== undefined) return launched
+    }
     const { exec, stream } = await this.startExec(['/bin/sh', '-c', script], { tty: false, user, stdin: options.stdin })
     const { stdout, stderr } = demuxDockerStream(stream)
     stream.on('error', () => undefined)
@@ -486,6 +506,9 @@ export class DockerWorld {
   async dispose(): Promise<void> {
     if (this.disposed) return
     this.disposed = true
+    // The pooled execs first, while the engine still shows them: a removed container proves
+    // nothing about what ran in an attached one.
+    const pooled = await this.pool.dispose().then(() => undefined, (error: unknown) => error)
     const controls = await Promise.allSettled([...this.controls.values()])
     for (const outcome of controls) if (outcome.status === 'fulfilled') outcome.value.close()
     this.controls.clear()
@@ -500,7 +523,10 @@ export class DockerWorld {
       })
       // A 409 (AutoRemove already removing it) returns early: wait until the engine forgot it.
       for (let look = 0; look < 200 && !(await this.removed()); look += 1) await delay(50)
+      // Gone with the container: nothing pooled can still run.
+      return
     }
+    if (pooled !== undefined) throw pooled
   }
 }
 

@@ -47,7 +47,12 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
   const marker = markerCommand(nonce)
   const script = [
     ...preflightLines(program, cwd, path, marker),
-    ...(size !== undefined && validSize(size.rows) && validSize(size.cols) ? [`stty rows ${size.rows} cols ${size.cols} 2>/dev/null`] : []),
+    // `$1`, when set, is a saved `stty -g` state to restore first: a Docker standby hands its
+    // PTY over in raw mode (docker/exec-pool/boot-scripts.ts). One `stty` does both where it
+    // can (GNU coreutils); two where a saved state must stand alone.
+    ...(size !== undefined && validSize(size.rows) && validSize(size.cols)
+      ? [`stty \${1:+"$1"} rows ${size.rows} cols ${size.cols} 2>/dev/null || { stty "$1"; stty rows ${size.rows} cols ${size.cols}; } 2>/dev/null`]
+      : ['[ -z "$1" ] || stty "$1" 2>/dev/null']),
     // The marker carries the start time with the pid (`pid:PID,STARTTIME`, field 22 of
     // /proc/$$/stat: the 20th after the last ") "; exec keeps it): a program that exits at once
     // is gone before the provider could stat it, and its identity must still fence teardown.

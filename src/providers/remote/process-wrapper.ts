@@ -186,9 +186,14 @@ export class TrailerScanner {
   /** The trailer, once found. */
   trailer: ExitTrailer | undefined
 
-  /** @param nonce - the wrapper's nonce. */
-  constructor(nonce: string) {
-    this.head = Buffer.from(`DSHE${nonce}:`, 'latin1')
+  /**
+   * @param nonce - the wrapper's nonce.
+   * @param kind - the line's four-letter tag: `DSHE` for the wrapper's exit trailer; the Docker
+   *   exec pool's launcher ends each run's streams with a `DSHX` line of the same shape
+   *   (providers/docker/exec-pool/boot-scripts.ts).
+   */
+  constructor(nonce: string, kind = 'DSHE') {
+    this.head = Buffer.from(`${kind}${nonce}:`, 'latin1')
   }
 
   /**

@@ -26,7 +26,7 @@ import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, Remote
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
-import { type ResourceCounters, type ResourceEvent, ResourceWatch } from './resource-events.ts'
+import { type ResourceCounters, type ResourceEvent, ResourceWatch, resourceEventsBetween } from './resource-events.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
 
 /**
@@ -186,6 +186,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
   /** The world's resource counters, and their reading taken before the start. */
   private resourceWatch: ResourceWatch | undefined
   private resourcesBefore: Promise<ResourceCounters | undefined> | undefined
+  /** The reading taken as soon as the exit was known (the trailer), while the streams drain. */
+  private resourcesAfter: Promise<ResourceCounters | undefined> | undefined
 
   /** @internal Use the runtime's `spawn`. */
   constructor(start: RemoteProcessStart) {
@@ -403,6 +405,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
 
     // 2. The exit trailer, then the drain: both streams end, or graceMs passes.
     const first = await Promise.race([trailer.promise.then(value => ({ kind: 'trailer' as const, value })), ended.promise.then(() => ({ kind: 'ended' as const }))])
+    // The program has exited: read the counters now, beside the drain, not after it.
+    if (first.kind === 'trailer') this.readResourcesAfter()
     let found: ExitTrailer | undefined = first.kind === 'trailer' ? first.value : trailerScanner.trailer
     if (found !== undefined && first.kind === 'trailer') {
       let timer: NodeJS.Timeout | undefined
@@ -503,8 +507,19 @@ export class RemoteProcessHandle implements SubprocessHandle {
    */
   private async withResourceEvents(outcome: SubprocessOutcome): Promise<RemoteSubprocessOutcome> {
     if (this.resourceWatch === undefined || this.resourcesBefore === undefined) return outcome
-    const events = await this.resourceWatch.eventsSince(await this.resourcesBefore).catch(() => [])
+    const before = await this.resourcesBefore
+    if (before === undefined) return outcome
+    this.readResourcesAfter()
+    const after = await this.resourcesAfter!.catch(() => undefined)
+    const events = after === undefined ? [] : resourceEventsBetween(before, after)
     return events.length > 0 ? { ...outcome, events } : outcome
+  }
+
+  /** Queue the after-exit counter reading once (see {@link withResourceEvents}). */
+  private readResourcesAfter(): void {
+    if (this.resourcesAfter !== undefined || this.resourceWatch === undefined || this.resourcesBefore === undefined) return
+    this.resourcesAfter = this.resourceWatch.snapshot()
+    this.resourcesAfter.catch(() => undefined)
   }
 
   private settle(outcome: SubprocessOutcome): SubprocessOutcome {

@@ -42,6 +42,12 @@ export interface TerminalTransport {
   exit(): Promise<SubprocessOutcome>
   /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
   close(): void
+  /**
+   * True when the PTY's process was already running before the script was handed to it (a
+   * Docker standby, docker/exec-pool/, which runs only where `stty` works): the wrapper's own
+   * `stty` then sets the window size, and no resize is sent at start.
+   */
+  readonly startedBeforeScript?: boolean | undefined
 }
 
 /** What a world supplies to start one terminal. */
@@ -186,7 +192,9 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   spec.signal?.addEventListener('abort', onAbort, { once: true })
   let started: { pid: number; starttime: number; rest: Buffer }
   try {
-    const resize = transport.resize(spec.rows, spec.cols).catch(() => undefined)
+    // A transport started before its script needs no engine resize: the wrapper's `stty` sets
+    // the size (a standby exists only where `stty` works).
+    const resize = transport.startedBeforeScript === true ? undefined : transport.resize(spec.rows, spec.cols).catch(() => undefined)
     started = await marker.promise
     await resize
     await emulatorReady
@@ -226,7 +234,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     throw spec.signal.reason
   }
   // Re-apply the size now that the program runs (a resize before exec start is dropped by Docker).
-  await transport.resize(spec.rows, spec.cols).catch(() => undefined)
+  if (transport.startedBeforeScript !== true) await transport.resize(spec.rows, spec.cols).catch(() => undefined)
   return handle
 }
 

@@ -1,0 +1,275 @@
+/**
+ * The exec pool of one Docker world: per exec user, reusable launchers for ordinary processes
+ * and one standby TTY exec for the next terminal (boot-scripts.ts says why and what runs).
+ *
+ * - **Launchers.** A spawn takes an idle launcher, or starts one (what a fresh exec costs);
+ *   after its run the launcher waits for the next spawn. At most {@link MAX_IDLE_LAUNCHERS} wait
+ *   per user; more are retired as they come free. Processes whose stdin is attached never use
+ *   one: their EOF is the exec's own stdin closing.
+ * - **Standby.** A terminal takes the standby (waiting for it if it is still starting) and the
+ *   next one starts 250 ms later, so a world's terminals after the first start on a warm exec.
+ * - **Warm-up.** {@link ExecPool.warm} starts one launcher and one standby for a user, when the
+ *   world's control channel for that user first opened.
+ * - **Fallback.** Where the world lacks `cat` (launchers) or `stty` (standbys), that kind is
+ *   switched off for the world and spawns use fresh execs, as they did before the pool.
+ * - **Lifetime.** Every pooled exec carries a session tag of this client (remote/ownership.ts),
+ *   so a client that dies leaves nothing that the next client's reaper does not end; a
+ *   launcher also ends by itself when its socket closes. {@link ExecPool.dispose} ends them all
+ *   and proves it with ExecInspect.
+ * @module dsh-remote-worlds/providers/docker/exec-pool/pool
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import { CleanupFailedError, WorldClosedError } from '../../remote/errors.ts'
+import type { ProcessTransport } from '../../remote/process.ts'
+import { SESSION_TAG_VARIABLE } from '../../remote/ownership.ts'
+import { ProcessLauncher } from './launcher.ts'
+import { PreStartRefusedError } from './ready.ts'
+import { PtyStandby } from './standby.ts'
+import type { StartExec, StartedExec } from './started-exec.ts'
+
+/** Idle launchers kept per exec user (an idle one is one `sh` reading its stdin). */
+export const MAX_IDLE_LAUNCHERS = 8
+
+/** How long after a terminal took the standby the next one starts (ms); see refillStandby. */
+const STANDBY_REFILL_DELAY_MS = 250
+
+/** Retired launchers kept for disposal's proof before the ended ones are pruned. */
+const RETIRED_PRUNE_AT = 64
+
+/** How long disposal waits for ExecInspect to report every pooled exec ended (ms). */
+const DISPOSE_PROOF_BOUND_MS = 10_000
+
+/** Options of {@link ExecPool}. */
+export interface ExecPoolOptions {
+  /** The world's exec start. */
+  startExec: StartExec
+  /** A fresh session tag of this client for each pooled exec; undefined: untagged. */
+  newTag?: (() => string) | undefined
+  /** World description for messages, per user. */
+  describe: (user: string | undefined) => string
+}
+
+/** The pool of one exec user. */
+interface UserPool {
+  readonly idle: ProcessLauncher[]
+  /** Every launcher whose stream is open (idle or busy). */
+  readonly launchers: Set<ProcessLauncher>
+  /** The execs of launchers whose stream closed, until disposal proves them ended. */
+  readonly retired: Set<StartedExec['exec']>
+  /** Standbys not yet proven ended (the waiting one, and ones quit or dropped). */
+  readonly standbys: Set<Promise<PtyStandby>>
+  /** The warm-up's launcher while it starts: the first spawn claims it rather than starting another. */
+  warming: Promise<ProcessLauncher> | undefined
+  /** The standby the next terminal takes. */
+  next: Promise<PtyStandby> | undefined
+  launchersOff: boolean
+  standbyOff: boolean
+}
+
+/** The exec pool of one world; see the module documentation. */
+export class ExecPool {
+  private readonly options: ExecPoolOptions
+  private readonly users = new Map<string, UserPool>()
+  private disposed = false
+
+  constructor(options: ExecPoolOptions) {
+    this.options = options
+  }
+
+  /** Start one launcher and one standby for `user` in the background (once per user). */
+  warm(user: string | undefined): void {
+    if (this.disposed || this.users.has(user ?? '')) return
+    const pool = this.of(user)
+    const warming = this.startLauncher(user, pool)
+    pool.warming = warming
+    warming.then(launcher => {
+      if (pool.warming !== warming) return
+      pool.warming = undefined
+      this.release(pool, launcher)
+    }, () => { if (pool.warming === warming) pool.warming = undefined })
+    pool.next = this.startStandby(user, pool)
+  }
+
+  /**
+   * Run a process wrapper (stdin `ignore`) on an idle launcher of `user`, or on a new one.
+   * @returns its transport; undefined when launchers are off in this world (the caller starts
+   *   a fresh exec).
+   * @throws the world's typed errors when no exec can start (e.g. TargetNotRunningError).
+   */
+  async launch(user: string | undefined, script: string): Promise<ProcessTransport | undefined> {
+    if (this.disposed) throw new WorldClosedError()
+    const pool = this.of(user)
+    if (pool.launchersOff) return undefined
+    let launcher = pool.idle.pop()
+    while (launcher !== undefined && !launcher.idle) launcher = pool.idle.pop()
+    if (launcher === undefined && pool.warming !== undefined) {
+      const warming = pool.warming
+      pool.warming = undefined
+      launcher = await warming.catch(() => undefined)
+    }
+    if (launcher?.idle !== true) {
+      try {
+        launcher = await this.startLauncher(user, pool)
+      } catch (error) {
+        if (error instanceof PreStartRefusedError) return undefined
+        throw error
+      }
+    }
+    return launcher.run(script)
+  }
+
+  /**
+   * Hand a terminal wrapper to `user`'s standby (waiting for it while it starts, starting one
+   * when there is none), and start the next standby.
+   * @returns the started exec running the wrapper; undefined when standbys are off in this
+   *   world (the caller starts a fresh exec).
+   * @throws the world's typed errors when no exec can start.
+   */
+  async standby(user: string | undefined, script: string): Promise<StartedExec | undefined> {
+    if (this.disposed) throw new WorldClosedError()
+    const pool = this.of(user)
+    if (pool.standbyOff) return undefined
+    let pending = pool.next
+    pool.next = undefined
+    let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
+    if (standby?.usable !== true) {
+      // None waiting, or the one waiting died (its container restarted): start one now, so a
+      // world that cannot start execs fails here with its own typed error.
+      pending = this.startStandby(user, pool)
+      try {
+        standby = await pending
+      } catch (error) {
+        if (error instanceof PreStartRefusedError) return undefined
+        throw error
+      }
+    }
+    // Taken: from now on it is a terminal, which its own handle ends and proves ended.
+    if (pending !== undefined) pool.standbys.delete(pending)
+    this.refillStandby(user, pool)
+    return standby.take(script)
+  }
+
+  /**
+   * End every pooled exec and prove it: launchers get EOF on their stdin, standbys a zero-line
+   * spec; then ExecInspect must report each one not running (a removed container counts).
+   * Idempotent.
+   * @throws CleanupFailedError when one still runs after {@link DISPOSE_PROOF_BOUND_MS}, or the
+   *   engine could not say.
+   */
+  async dispose(): Promise<void> {
+    this.disposed = true
+    const execs: StartedExec['exec'][] = []
+    for (const pool of this.users.values()) {
+      pool.next = undefined
+      pool.idle.length = 0
+      for (const launcher of [...pool.launchers]) launcher.retire()
+      execs.push(...pool.retired)
+      pool.retired.clear()
+      const standbys = await Promise.allSettled(pool.standbys)
+      pool.standbys.clear()
+      for (const outcome of standbys) {
+        if (outcome.status !== 'fulfilled') continue
+        outcome.value.quit()
+        execs.push(outcome.value.exec)
+      }
+    }
+    const deadline = Date.now() + DISPOSE_PROOF_BOUND_MS
+    const running = await Promise.all(execs.map(async exec => {
+      for (;;) {
+        const state = await exec.inspect().then(info => info.Running ? 'running' : 'ended', (error: { statusCode?: number }) => error.statusCode === 404 ? 'ended' : 'unknown')
+        if (state === 'ended') return undefined
+        if (Date.now() >= deadline) return `${exec.id.slice(0, 12)} (${state})`
+        await delay(10)
+      }
+    }))
+    const left = running.filter(entry => entry !== undefined)
+    if (left.length > 0) throw new CleanupFailedError([], `; pooled execs not proven ended: ${left.join(', ')}`)
+  }
+
+  private of(user: string | undefined): UserPool {
+    const key = user ?? ''
+    let pool = this.users.get(key)
+    if (pool === undefined) {
+      pool = { idle: [], launchers: new Set(), retired: new Set(), standbys: new Set(), warming: undefined, next: undefined, launchersOff: false, standbyOff: false }
+      this.users.set(key, pool)
+    }
+    return pool
+  }
+
+  private env(): string[] {
+    const tag = this.options.newTag?.()
+    return tag === undefined ? [] : [`${SESSION_TAG_VARIABLE}=${tag}`]
+  }
+
+  private async startLauncher(user: string | undefined, pool: UserPool): Promise<ProcessLauncher> {
+    try {
+      const launcher = await ProcessLauncher.start(this.options.startExec, user, this.env(), this.options.describe(user))
+      pool.launchers.add(launcher)
+      launcher.onIdle = idle => this.release(pool, idle)
+      launcher.onEnded = ended => this.forget(pool, ended)
+      if (launcher.hasEnded) this.forget(pool, launcher)
+      if (this.disposed) {
+        launcher.retire()
+        throw new WorldClosedError()
+      }
+      return launcher
+    } catch (error) {
+      if (error instanceof PreStartRefusedError && error.reason === 'tool') pool.launchersOff = true
+      throw error
+    }
+  }
+
+  /** A launcher whose run ended: keep it idle, or retire it when enough wait. */
+  private release(pool: UserPool, launcher: ProcessLauncher): void {
+    if (!launcher.idle) return
+    if (this.disposed || pool.idle.length >= MAX_IDLE_LAUNCHERS) {
+      launcher.retire()
+      return
+    }
+    pool.idle.push(launcher)
+  }
+
+  /**
+   * A launcher whose stream closed: kept for disposal's proof. Kept bounded: past
+   * {@link RETIRED_PRUNE_AT}, the ones ExecInspect already reports ended are dropped.
+   */
+  private forget(pool: UserPool, launcher: ProcessLauncher): void {
+    pool.launchers.delete(launcher)
+    const index = pool.idle.indexOf(launcher)
+    if (index >= 0) pool.idle.splice(index, 1)
+    pool.retired.add(launcher.exec)
+    if (pool.retired.size < RETIRED_PRUNE_AT) return
+    for (const exec of [...pool.retired]) {
+      void exec.inspect().then(info => { if (!info.Running) pool.retired.delete(exec) }, () => undefined)
+    }
+  }
+
+  /**
+   * Start the next standby {@link STANDBY_REFILL_DELAY_MS} from now, unless a terminal took or
+   * started one meanwhile: an exec start costs the engine ~40 ms of CPU, which on a small
+   * machine would slow the very terminal that just took the standby.
+   */
+  private refillStandby(user: string | undefined, pool: UserPool): void {
+    const timer = setTimeout(() => {
+      if (this.disposed || pool.standbyOff || pool.next !== undefined) return
+      pool.next = this.startStandby(user, pool)
+    }, STANDBY_REFILL_DELAY_MS)
+    timer.unref()
+  }
+
+  private startStandby(user: string | undefined, pool: UserPool): Promise<PtyStandby> {
+    const starting = PtyStandby.start(this.options.startExec, user, this.env())
+    pool.standbys.add(starting)
+    starting.then(standby => {
+      if (this.disposed) standby.quit()
+    }, (error: unknown) => {
+      pool.standbys.delete(starting)
+      if (error instanceof PreStartRefusedError && error.reason === 'tool') pool.standbyOff = true
+      // A failed start is not kept for the next terminal (it starts its own, and reports why).
+      if (pool.next === starting) pool.next = undefined
+    })
+    return starting
+  }
+}
+
+export { PreStartRefusedError }

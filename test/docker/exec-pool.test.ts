@@ -1,0 +1,171 @@
+/**
+ * The Docker world's exec pool (src/providers/docker/exec-pool/), against a real engine: spawns
+ * run on reused launchers with nothing of one run reaching another, terminals start on a
+ * standby whose PTY is exactly a fresh exec's, and disposal ends every pooled exec. Process
+ * checks read the container's pid namespace through a separate `docker exec` (helpers.ts).
+ */
+import { Context } from '@deepseek-ai/cordis'
+import type { SubprocessHandle, SubprocessSpawnSpec } from '@deepseek-ai/dsh-subprocess'
+import type Docker from 'dockerode'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { type ContainerProcess, containerProcesses, isDead, startTestContainer, waitFor } from './helpers.ts'
+
+let container: Docker.Container
+
+beforeAll(async () => {
+  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'exec-pool' } })
+})
+
+afterAll(async () => {
+  await container?.remove({ force: true })
+})
+
+async function runtimeFor(): Promise<{ runtime: DockerSubprocessRuntime; dispose: () => Promise<void> }> {
+  const ctx = new Context()
+  await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' })
+  return { runtime: ctx.subprocess as DockerSubprocessRuntime, dispose: () => ctx.fiber.dispose() }
+}
+
+/** Live pooled execs in the container, by the name their program runs under. */
+async function pooled(kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
+  return (await containerProcesses(container.id)).filter(row => row.cmdline.includes(kind) && row.cmdline.startsWith('/bin/sh -c') && !isDead(row.state))
+}
+
+function spec(script: string, overrides: Partial<SubprocessSpawnSpec> = {}): SubprocessSpawnSpec {
+  return { argv: ['sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1_000, ...overrides }
+}
+
+/** Run to `done`, reading both pipes; returns their text and the outcome. */
+async function run(runtime: DockerSubprocessRuntime, script: string, overrides: Partial<SubprocessSpawnSpec> = {}): Promise<{ stdout: string; stderr: string; outcome: unknown; handle: SubprocessHandle }> {
+  const handle = runtime.spawn(spec(script, overrides))
+  let stdout = ''
+  let stderr = ''
+  handle.stdout?.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8') })
+  handle.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+  const outcome = await handle.done
+  return { stdout, stderr, outcome, handle }
+}
+
+describe('spawns on the pool\'s launchers in the docker world, as agent', () => {
+  it('ten spawns in a row run on one launcher, each with its own exact streams and exit status', async () => {
+    const fixture = await runtimeFor()
+    try {
+      for (let index = 0; index < 10; index += 1) {
+        const result = await run(fixture.runtime, `echo out-${index}; echo err-${index} >&2; exit ${index}`)
+        expect(result).toMatchObject({ stdout: `out-${index}\n`, stderr: `err-${index}\n`, outcome: { exitCode: index, signal: null } })
+      }
+      expect((await pooled('dsh-launcher')).length).toBe(1)
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('a background child that holds stdout past the grace never writes into the next spawn\'s output', async () => {
+    const fixture = await runtimeFor()
+    try {
+      const first = await run(fixture.runtime, '(sleep 1; echo late-from-first) & echo early', { graceMs: 100 })
+      expect(first.stdout).toBe('early\n')
+      expect(first.outcome).toEqual({ exitCode: 0, signal: null })
+      const seconds: string[] = []
+      for (let index = 0; index < 5; index += 1) {
+        seconds.push((await run(fixture.runtime, `sleep 0.3; echo next-${index}`)).stdout)
+      }
+      expect(seconds).toEqual(['next-0\n', 'next-1\n', 'next-2\n', 'next-3\n', 'next-4\n'])
+      await first.handle.waitForExit()
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('twelve spawns at once all complete exactly; at most 8 launchers stay waiting', async () => {
+    const fixture = await runtimeFor()
+    try {
+      const results = await Promise.all(Array.from({ length: 12 }, (_, index) => run(fixture.runtime, `sleep 0.2; echo ${index}; exit ${index % 4}`)))
+      expect(results.map(result => [result.stdout, result.outcome])).toEqual(Array.from({ length: 12 }, (_, index) => [`${index}\n`, { exitCode: index % 4, signal: null }]))
+      expect((await pooled('dsh-launcher')).length).toBe(8)
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('a spawn with stdin attached still gets its EOF (it runs on a fresh exec)', async () => {
+    const fixture = await runtimeFor()
+    try {
+      const result = await run(fixture.runtime, 'cat; echo done', { stdio: { stdin: { data: 'fed\n' }, stdout: 'pipe', stderr: 'pipe' } } as Partial<SubprocessSpawnSpec>)
+      expect(result.stdout).toBe('fed\ndone\n')
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('disposal ends every launcher and the standby: none is left in the container', async () => {
+    const fixture = await runtimeFor()
+    await Promise.all(Array.from({ length: 3 }, () => run(fixture.runtime, 'sleep 0.2')))
+    await waitFor(() => pooled('dsh-standby'), rows => rows.length === 1)
+    expect((await pooled('dsh-launcher')).length).toBe(3)
+    await fixture.dispose()
+    expect(await pooled('dsh-launcher')).toEqual([])
+    expect(await pooled('dsh-standby')).toEqual([])
+  })
+})
+
+describe('terminals on the pool\'s standby in the docker world, as agent', () => {
+  const terminalSpec = { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 }
+
+  /** Type `line` and return the output until `until` appears. */
+  async function ask(handle: Awaited<ReturnType<DockerSubprocessRuntime['spawnTerminal']>>, line: string, until: RegExp): Promise<string> {
+    let seen = ''
+    const onData = (chunk: Buffer | string): void => { seen += chunk.toString() }
+    handle.output.on('data', onData)
+    await handle.write(line)
+    await waitFor(() => seen, text => until.test(text))
+    handle.output.off('data', onData)
+    return seen
+  }
+
+  it('the PTY settings are exactly a fresh exec\'s, and env bytes a tty would act on (^C, ^D, DEL, ESC) arrive intact', async () => {
+    // The engine's PTY settings, from a fresh TTY exec (not the pool's).
+    const engine = await container.exec({ Cmd: ['stty', '-g'], AttachStdout: true, Tty: true, User: 'agent' })
+    const stream = await engine.start({ hijack: true, stdin: false, Tty: true } as Docker.ExecStartOptions)
+    let text = ''
+    stream.on('data', (chunk: Buffer) => { text += chunk.toString() })
+    await new Promise(resolve => stream.once('end', resolve))
+    const fixture = await runtimeFor()
+    try {
+      await fixture.runtime.control()
+      expect((await waitFor(() => pooled('dsh-standby'), rows => rows.length === 1)).map(row => row.pid)).toHaveLength(1)
+      const handle = await fixture.runtime.spawnTerminal({ ...terminalSpec, env: { TERM: 'dumb', PS1: 'ps1> ', ODD: 'a\x03b\x04c\x7fd\x1be' } })
+      handle.output.resume()
+      const settings = await ask(handle, 'echo "stty=$(stty -g)"\r', /stty=\S+\r?\n/)
+      expect(/stty=(\S+)\r?\n/.exec(settings)?.[1]).toBe(text.trim())
+      const odd = await ask(handle, 'printf "%s" "$ODD" | od -An -c | tr -s " "; echo end\r', /end\r?\n/)
+      expect(odd).toContain(' a 003 b 004 c 177 d 033 e')
+      await handle.terminate()
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('the shell is the session leader with the PTY as its controlling tty, and a second terminal takes the next standby', async () => {
+    const fixture = await runtimeFor()
+    try {
+      const first = await fixture.runtime.spawnTerminal({ ...terminalSpec, env: { TERM: 'dumb', PS1: 'ps1> ' } })
+      first.output.resume()
+      const second = await fixture.runtime.spawnTerminal({ ...terminalSpec, env: { TERM: 'dumb', PS1: 'ps1> ' } })
+      second.output.resume()
+      for (const handle of [first, second]) {
+        const facts = await ask(handle, 'echo "sid=$(ps -o sid= -p $$ | tr -d " ") pid=$$ tty=$(tty)"\r', /sid=\d+ pid=\d+ tty=\S+\r?\n/)
+        const match = /sid=(\d+) pid=(\d+) tty=(\S+)\r?\n/.exec(facts)!
+        expect(match[1]).toBe(match[2])
+        expect(match[2]).toBe(String(handle.pid))
+        expect(match[3]).toMatch(/^\/dev\/pts\/\d+$/)
+      }
+      await Promise.all([first.terminate(), second.terminate()])
+      // The standby for the next terminal waits already.
+      expect((await waitFor(() => pooled('dsh-standby'), rows => rows.length === 1)).length).toBe(1)
+    } finally {
+      await fixture.dispose()
+    }
+  })
+})
