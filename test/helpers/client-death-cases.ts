@@ -37,6 +37,13 @@ function marker(): string {
   return `${9100 + nextMarker}.${process.pid}`
 }
 
+/** Live processes of the container whose environment carries a session tag of `client` (ownership.ts). */
+async function taggedBy(containerId: string, client: string): Promise<number[]> {
+  const script = `for p in /proc/[0-9]*; do tr '\\0' '\\n' <"$p/environ" 2>/dev/null | grep -q "^DSH_REMOTE_SESSION=${client}\\." && [ "$(cut -d' ' -f3 "$p/stat" 2>/dev/null)" != Z ] && echo "\${p#/proc/}"; done; true`
+  const result = await execIn(containerId, ['sh', '-c', script])
+  return result.stdout.split('\n').filter(line => line.length > 0).map(Number)
+}
+
 /** Live (non-zombie) `sleep` processes whose command line carries `tag`. */
 async function sleeps(containerId: string, tag: string): Promise<ContainerProcess[]> {
   return (await containerProcesses(containerId)).filter(row => row.comm === 'sleep' && row.cmdline.includes(tag) && row.state !== 'Z' && row.state !== 'X')
@@ -123,6 +130,11 @@ export function clientDeathCases(world: ClientDeathWorld): void {
       const report = await reapedBy(await connect())
       expect(report.ended.map(identity => identity.pid)).toEqual(expect.arrayContaining(left.map(row => row.pid)))
       expect(await sleeps(world.containerId(), tag)).toEqual([])
+      // Nothing of the dead client carries its tag any more: its sessions, and in a Docker world
+      // its pooled execs (the standby waiting in a TTY read; src/providers/docker/exec-pool/).
+      for (const client of new Set(listed.leftovers.sessions.map(session => session.client))) {
+        expect(await taggedBy(world.containerId(), client)).toEqual([])
+      }
       // The gone client's registration went with it: no registry entry of it is left.
       const registry = await execIn(world.containerId(), ['sh', '-c', 'ls -A /tmp/dsh-remote-owners-1000'])
       for (const session of listed.leftovers.sessions) expect(registry.stdout).not.toContain(session.client)
