@@ -1,6 +1,7 @@
 /**
  * The bench's report: rows of medians with the local baseline, floors (reported, never
- * asserted), the printed tables (timed rows, then the memory section) and the JSON.
+ * asserted), the printed tables (timed rows and their notes, then the memory and scale
+ * sections) and the JSON.
  * @module bench/report
  */
 import { mkdir, writeFile } from 'node:fs/promises'
@@ -8,6 +9,8 @@ import { dirname } from 'node:path'
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
+import { RAW_DOCKER_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
+import { MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
 import { STDOUT_THROUGHPUT_BYTES } from './rows/spawn.ts'
 import { type Sample, median, percentile, round } from './timing.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
@@ -29,9 +32,13 @@ const METRIC_ORDER: readonly string[] = [
   'inspectForeground (idle prompt)',
   'inspectForeground (first after new prompt)',
   'inspectForeground (sleep running)',
+  SINGLE_TERMINAL_METRIC,
+  MANY_TERMINALS_METRIC,
   'spawn-to-exit of true',
   'spawn-to-exit of true (bash tool stdio)',
   '100 MB stdout throughput',
+  RAW_DOCKER_METRIC,
+  RAW_SSH_METRIC,
   LOCAL_TERMINAL_OUTPUT_METRIC,
   TERMINAL_OUTPUT_WITH_EMULATOR_METRIC,
   TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC,
@@ -56,9 +63,13 @@ const BASH_COUNTERPART: Readonly<Record<string, string>> = {
   [PWSH_READ_HOST_METRIC]: 'cat settle (stdin_read)',
 }
 
+/** The product's stdout throughput row, which each remote world's raw transport row stands beside (issue 14). */
+const PRODUCT_THROUGHPUT_METRIC = '100 MB stdout throughput'
+
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
 const PAYLOAD_BYTES: Readonly<Record<string, number>> = {
-  '100 MB stdout throughput': STDOUT_THROUGHPUT_BYTES,
+  [PRODUCT_THROUGHPUT_METRIC]: STDOUT_THROUGHPUT_BYTES,
+  ...RAW_TRANSPORT_BYTES,
   ...TERMINAL_OUTPUT_BYTES,
 }
 
@@ -107,6 +118,13 @@ export interface Row {
   bash_metric?: string
   bash_median_ms?: number
   ratio_to_bash?: number
+  /**
+   * `100 MB stdout throughput` of a remote world: the raw transport row of the same world and
+   * run, its MB/s, and this row's MB/s divided by it (1 = the transport's own speed).
+   */
+  raw_metric?: string
+  raw_mb_per_s?: number
+  mb_per_s_ratio_to_raw?: number
 }
 
 /** The rows of every world's samples, in report order (metric, then world). */
@@ -137,6 +155,9 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       const bashMetric = BASH_COUNTERPART[metric]
       const bashList = bashMetric === undefined ? undefined : samples.get(bashMetric)
       const bash = bashList !== undefined && bashList.length > 0 ? median(bashList.map(sample => sample.ms)) : undefined
+      const rawMetric = metric === PRODUCT_THROUGHPUT_METRIC ? RAW_METRIC_OF_WORLD[world] : undefined
+      const rawList = rawMetric === undefined ? undefined : samples.get(rawMetric)
+      const raw = rawList !== undefined && rawList.length > 0 ? median(rawList.map(sample => sample.ms)) : undefined
       rows.push({
         metric,
         world,
@@ -151,6 +172,8 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
         ...(Object.keys(reasons).length > 0 ? { wait_reasons: reasons } : {}),
         ...(payload !== undefined ? { mb_per_s: round(payload / 1e6 / (med / 1000)) } : {}),
         ...(bash !== undefined ? { bash_metric: bashMetric!, bash_median_ms: round(bash), ratio_to_bash: round(med / bash) } : {}),
+        // Same payload: the ratio of MB/s is the inverse ratio of the medians.
+        ...(raw !== undefined && payload !== undefined ? { raw_metric: rawMetric!, raw_mb_per_s: round(payload / 1e6 / (raw / 1000)), mb_per_s_ratio_to_raw: round(raw / med) } : {}),
       })
     }
   }
@@ -195,6 +218,19 @@ export function printTable(rows: readonly Row[]): void {
   printMarkdown(header, body, new Set([2, 3, 4, 5, 6, 10]))
 }
 
+/**
+ * Print the table's note on stdout throughput (stdout), one line per remote world that has
+ * both rows: the product's MB/s divided by the raw transport's, measured in the same run.
+ */
+export function printThroughputRatios(rows: readonly Row[]): void {
+  const lines = rows
+    .filter(row => row.mb_per_s_ratio_to_raw !== undefined)
+    .map(row => `  ${row.world}: ${row.mb_per_s!.toFixed(1)} / ${row.raw_mb_per_s!.toFixed(1)} MB/s = ${row.mb_per_s_ratio_to_raw!.toFixed(2)}x (\`${row.raw_metric!}\`)`)
+  if (lines.length === 0) return
+  console.log(`\n${PRODUCT_THROUGHPUT_METRIC}, product / raw transport (MB/s of the medians):`)
+  for (const line of lines) console.log(line)
+}
+
 /** Print the memory section (stdout): RSS in MB (10^6 bytes) at start, during the flood, after close; the cancel. */
 export function printMemory(records: readonly MemoryRecord[]): void {
   const seconds = records[0] === undefined ? [] : Object.keys(records[0].rss_mb_at_s)
@@ -216,10 +252,36 @@ export function printMemory(records: readonly MemoryRecord[]): void {
 }
 
 /**
- * Write the JSON: one array, the timed rows first, then the memory records (told apart by
- * `section: 'memory'`; they have no `median_ms`), so readers of the rows find them unchanged.
+ * Print the scale section (stdout): per world, the opens, the client's RSS before and after
+ * (MB, 10^6 bytes) and per idle terminal, its sockets, SSH's pooled connections, the close of all.
  */
-export async function writeResults(path: string, rows: readonly Row[], memory: readonly MemoryRecord[]): Promise<void> {
+export function printScale(records: readonly ScaleRecord[]): void {
+  const pair = (before: number | null, after: number | null): string => before === null || after === null ? '-' : `${before} / ${after}`
+  const header = ['metric', 'world', 'terminals', 'opened', 'open wall ms', 'open median / max ms', 'RSS before MB', 'RSS after MB', 'MB per terminal', 'client sockets before / after', 'ssh connections before / after', 'close all ms', 'RSS after close MB']
+  const body = records.map(record => [
+    record.metric,
+    record.world,
+    String(record.terminals),
+    `${record.opened} (${record.open_concurrency} at a time)`,
+    record.open_wall_ms.toFixed(0),
+    `${record.open_ms_median.toFixed(0)} / ${record.open_ms_max.toFixed(0)}`,
+    record.rss_mb_before.toFixed(0),
+    record.rss_mb_after.toFixed(0),
+    record.rss_mb_per_terminal.toFixed(2),
+    pair(record.client_sockets_before, record.client_sockets_after),
+    pair(record.ssh_connections_before, record.ssh_connections_after),
+    record.close_wall_ms.toFixed(0),
+    record.rss_mb_after_close.toFixed(0),
+  ])
+  printMarkdown(header, body, new Set(header.map((_, column) => column).filter(column => column >= 2)))
+}
+
+/**
+ * Write the JSON: one array, the timed rows first, then the memory records and the scale
+ * records (told apart by `section: 'memory'` and `section: 'scale'`; they have no
+ * `median_ms`), so readers of the rows find them unchanged.
+ */
+export async function writeResults(path: string, rows: readonly Row[], memory: readonly MemoryRecord[], scale: readonly ScaleRecord[] = []): Promise<void> {
   await mkdir(dirname(path), { recursive: true })
-  await writeFile(path, `${JSON.stringify([...rows, ...memory], null, 2)}\n`)
+  await writeFile(path, `${JSON.stringify([...rows, ...memory, ...scale], null, 2)}\n`)
 }

@@ -1,11 +1,11 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
  * the same `openWorld` composition and the same (default) terminal-bash config. Prints a table
- * (and the memory section) and writes `bench/results/latest.json`. See bench/README.md for what
- * each metric means.
+ * (and the memory and scale sections) and writes `bench/results/latest.json`. See
+ * bench/README.md for what each metric means.
  *
  * This file is the driver: arguments, then each world in turn (bench/worlds.ts) through the row
  * families of bench/rows/, then the report (bench/report.ts).
@@ -14,11 +14,12 @@
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { buildRows, printMemory, printTable, writeResults } from './report.ts'
+import { buildRows, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
 import { type MemoryRecord, floodMemory } from './rows/memory.ts'
 import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
 import { PWSH_METRICS, pwshRuns } from './rows/pwsh.ts'
+import { SCALE_METRICS, SCALE_TERMINALS, type ScaleRecord, scaleRuns } from './rows/scale.ts'
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
 import { type SampleTable, sampleTable } from './timing.ts'
@@ -33,6 +34,8 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
     // The memory section (~80 s): on unless --no-memory.
     memory: { type: 'boolean', default: true },
+    // The scale family (100 idle terminals per remote world): on unless --no-scale.
+    scale: { type: 'boolean', default: true },
   },
   allowPositionals: false,
   allowNegative: true,
@@ -43,24 +46,38 @@ const HERE = dirname(fileURLToPath(import.meta.url))
 const OUT = args.out ?? join(HERE, 'results', 'latest.json')
 /** The worlds whose memory section is measured (the ssh world's would repeat docker's client-side story; README). */
 const MEMORY_WORLDS: readonly WorldName[] = ['docker']
+/**
+ * The worlds whose scale family is measured: the remote ones. Local is skipped: the family
+ * measures how a transport and its control channel bear many terminals, and the local
+ * provider has neither (its terminals are node-pty children of this process).
+ */
+const SCALE_WORLDS: readonly WorldName[] = ['docker', 'ssh']
 
 const WORLDS = benchWorlds({ ...(args['docker-user'] !== undefined ? { docker: args['docker-user'] } : {}), ssh: args['ssh-user'] })
 
-/** What one world yielded: timed samples by row, and memory records. */
+/** What one world yielded: timed samples by row, memory records and the scale record. */
 interface WorldResult {
   samples: SampleTable
   memory: MemoryRecord[]
+  scale: ScaleRecord[]
+}
+
+/** Which optional families to measure (the flags). */
+interface Sections {
+  memory: boolean
+  scale: boolean
 }
 
 /**
- * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, world-specific
- * rows (all on the default composition), then the emulator rows, the pwsh rows and, when
- * `memory`, the memory section (on compositions of their own).
+ * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, when `scale`
+ * the scale family, world-specific rows (all on the default composition), then the emulator
+ * rows, the pwsh rows and, when `memory`, the memory section (on compositions of their own).
  */
-async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS]
+async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
+  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
+  const scale: ScaleRecord[] = []
   const opening = performance.now()
   const started = await entry.start()
   try {
@@ -77,6 +94,10 @@ async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): P
       await inspectRuns(target, Math.max(runs, 20), samples)
       await spawnRuns(target, runs, samples)
       console.error(`[bench] ${entry.world}: spawn rows done`)
+      if (sections.scale && SCALE_WORLDS.includes(entry.world)) {
+        scale.push(await scaleRuns(entry.world, target, runs, samples))
+        console.error(`[bench] ${entry.world}: scale rows done`)
+      }
       if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
     } finally {
       await target.dispose()
@@ -84,11 +105,11 @@ async function measureWorld(entry: WorldEntry, runs: number, memory: boolean): P
     await emulatorRuns(started, runs, samples)
     console.error(`[bench] ${entry.world}: emulator rows done`)
     await pwshRuns(started, runs, samples)
-    if (memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
+    if (sections.memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
   } finally {
     await started.stop()
   }
-  return { samples, memory: records }
+  return { samples, memory: records, scale }
 }
 
 let interrupted = false
@@ -112,19 +133,26 @@ async function main(): Promise<void> {
   const started = performance.now()
   const results = new Map<WorldName, SampleTable>()
   const memory: MemoryRecord[] = []
+  const scale: ScaleRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, args.memory)
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
+    scale.push(...result.scale)
   }
   const rows = buildRows(results)
   console.log(`\nbench: ${RUNS} runs per row (inspectForeground: ${Math.max(RUNS, 20)} calls), terminal-bash defaults ${JSON.stringify(DEFAULT_TUNING)}, node ${process.version}, ${Math.round((performance.now() - started) / 1000)} s\n`)
   printTable(rows)
+  printThroughputRatios(rows)
   if (memory.length > 0) {
     console.log('\nmemory: client RSS (MB = 10^6 bytes) while terminals flood output; the slope is fitted after the warm-up\n')
     printMemory(memory)
   }
-  await writeResults(OUT, rows, memory)
+  if (scale.length > 0) {
+    console.log(`\nscale: ${SCALE_TERMINALS} idle terminals open at once on one world; client RSS (MB = 10^6 bytes) after a GC, before the others opened and after 2 s idle\n`)
+    printScale(scale)
+  }
+  await writeResults(OUT, rows, memory, scale)
   console.log(`\nwrote ${OUT}`)
 }
 

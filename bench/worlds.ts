@@ -20,6 +20,7 @@ import { MANAGED_LABEL } from '../src/providers/docker/docker-world.ts'
 import { SshSubprocessRuntime, type SshRuntimeConfig } from '../src/providers/ssh/ssh-runtime.ts'
 import { startSshdWorld } from '../test/helpers/sshd-world.ts'
 import { measureContainerStart } from './rows/container-start.ts'
+import { measureRawDockerExec, measureRawSshExec } from './rows/raw-transport.ts'
 import { measureSshConnect } from './rows/ssh-connect.ts'
 import type { SampleTable } from './timing.ts'
 import { imageExists } from '../src/providers/docker/images.ts'
@@ -46,6 +47,8 @@ export const IMAGE = process.env.DSH_REMOTE_IMAGE ?? 'dsh-remote-worlds/target:b
 export const PWSH_IMAGE = process.env.DSH_REMOTE_PWSH_IMAGE ?? 'dsh-remote-worlds/target-pwsh:bookworm'
 /** Label on the bench's managed containers, so a crash can be swept without touching others'. */
 const BENCH_LABEL = 'dsh-remote-worlds.bench'
+/** The bench label with this process's value: on every container the bench creates. */
+const benchLabels = (): Record<string, string> => ({ [BENCH_LABEL]: String(process.pid) })
 
 /** How one world is composed. */
 export interface Composition {
@@ -85,7 +88,7 @@ export interface StartedWorld {
   world: WorldName
   /** Compose a world on it; {@link stop} disposes it if its user did not. */
   compose(composition: Composition): Promise<BenchTarget>
-  /** World-specific rows (e.g. SSH connect time), measured after the common rows. */
+  /** World-specific rows (e.g. SSH connect time, the raw transport's throughput), measured after the common rows. */
   extraMetrics?: (runs: number) => Promise<SampleTable>
   /** Dispose what {@link compose} made and stop the infrastructure. Idempotent. */
   stop(): Promise<void>
@@ -186,7 +189,19 @@ function emulatorSetting(composition: Composition): { terminal?: { emulator: fal
 /** The Docker runtime with the bench's own label on its managed container (for the crash sweep). */
 class BenchDockerRuntime extends DockerSubprocessRuntime {
   constructor(ctx: Context, config: DockerRuntimeConfig) {
-    super(ctx, config, { create: { Labels: { [MANAGED_LABEL]: 'true', [BENCH_LABEL]: String(process.pid) } } })
+    super(ctx, config, { create: { Labels: { [MANAGED_LABEL]: 'true', ...benchLabels() } } })
+  }
+}
+
+/**
+ * World-specific rows measured one family after the other (never at the same time: they would
+ * skew each other), merged into one table.
+ */
+function sequentialMetrics(...families: readonly ((runs: number) => Promise<SampleTable>)[]): (runs: number) => Promise<SampleTable> {
+  return async runs => {
+    const merged: SampleTable = new Map()
+    for (const family of families) for (const [metric, samples] of await family(runs)) merged.set(metric, samples)
+    return merged
   }
 }
 
@@ -215,8 +230,9 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
         'docker',
         composition => composed(BenchDockerRuntime, { image: composition.shell === 'pwsh' ? PWSH_IMAGE : IMAGE, ...(users.docker !== undefined ? { user: users.docker } : {}), ...emulatorSetting(composition) }, composition.tuning),
         sweepBenchContainers,
-        // Container start to first prompt through testcontainers against the managed open (issue 11).
-        runs => measureContainerStart(IMAGE, runs),
+        // Container start to first prompt through testcontainers against the managed open (issue
+        // 11); the raw dockerode exec's throughput, beside the product's (issue 14).
+        sequentialMetrics(runs => measureContainerStart(IMAGE, runs), runs => measureRawDockerExec(IMAGE, benchLabels(), runs)),
       ),
     },
     {
@@ -245,7 +261,8 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
           'ssh',
           composition => composed(SshSubprocessRuntime, { ...config, ...emulatorSetting(composition) }, composition.tuning),
           () => sshd.stop(),
-          runs => measureSshConnect(config, runs),
+          // The connect time; the raw ssh2 exec's throughput, beside the product's (issue 14).
+          sequentialMetrics(runs => measureSshConnect(config, runs), runs => measureRawSshExec(config, runs)),
         )
       },
     },

@@ -79,12 +79,13 @@ export async function floodMemory(started: StartedWorld): Promise<MemoryRecord[]
   return records
 }
 
-function rssMb(): number {
+/** The process's resident set now (MB). */
+export function rssMb(): number {
   return process.memoryUsage().rss / BYTES_PER_MB
 }
 
 /** A GC when the process exposes one (node --expose-gc); otherwise nothing. */
-function collectGarbage(): void {
+export function collectGarbage(): void {
   (globalThis as { gc?: () => void }).gc?.()
 }
 

@@ -226,7 +226,13 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
     expect(await terminal.screen()).toMatchObject({ altScreen: true, lines: expect.arrayContaining(['in-alt']) })
     expect((await terminal.signal('SIGKILL')).delivered).toBe(true)
     await expectStdinRead(terminal, '')
-    const stale = await terminal.screen()
+    // The stdin-wait proof travels the control channel, bash's `Killed` the PTY's stream: under
+    // load the proof can arrive first, so the screen is read until the report is there (2 s).
+    let stale = await terminal.screen()
+    for (const deadline = Date.now() + 2_000; stale.lines[0] !== 'in-altKilled' && Date.now() < deadline;) {
+      await new Promise(resolve => setTimeout(resolve, 20))
+      stale = await terminal.screen()
+    }
     expect(stale.altScreen).toBe(true)
     expect(stale.lines[0]).toBe('in-altKilled')
     await expectStdinRead(terminal, 'TERM=xterm-256color tput rmcup')

@@ -1,0 +1,163 @@
+/**
+ * The raw transports' own throughput (issue 14), beside the product's `100 MB stdout
+ * throughput` row of the same world and run: the same `head -c 100MiB /dev/zero`, moved by the
+ * bare transport library with no project code on the data path:
+ * - `raw dockerode exec 100 MB stdout`: a plain dockerode exec in a throwaway container of the
+ *   project image, its multiplexed stream split by `docker.modem.demuxStream`;
+ * - `raw ssh2 exec 100 MB stdout`: a plain ssh2 exec channel on a connection made by the
+ *   provider's own connect path (the credentials and trust the runtime resolved).
+ * The report divides the product row's MB/s by these (bench/report.ts).
+ * @module bench/rows/raw-transport
+ */
+import { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
+import Docker from 'dockerode'
+import type { ClientChannel } from 'ssh2'
+import { connectSsh } from '../../src/providers/ssh/connect.ts'
+import { SshRuntimeConfig, buildSshWorld } from '../../src/providers/ssh/ssh-runtime.ts'
+import { type Sample, type SampleTable, withTimeout } from '../timing.ts'
+import { STDOUT_THROUGHPUT_BYTES } from './spawn.ts'
+
+export const RAW_DOCKER_METRIC = 'raw dockerode exec 100 MB stdout'
+export const RAW_SSH_METRIC = 'raw ssh2 exec 100 MB stdout'
+
+/** Payload bytes of each raw row (100 MiB, as the product row), for its MB/s. */
+export const RAW_TRANSPORT_BYTES: Readonly<Record<string, number>> = {
+  [RAW_DOCKER_METRIC]: STDOUT_THROUGHPUT_BYTES,
+  [RAW_SSH_METRIC]: STDOUT_THROUGHPUT_BYTES,
+}
+
+/** The raw row of each remote world (by world name), beside its `100 MB stdout throughput`. */
+export const RAW_METRIC_OF_WORLD: Readonly<Record<string, string>> = {
+  docker: RAW_DOCKER_METRIC,
+  ssh: RAW_SSH_METRIC,
+}
+
+/** What every raw sample runs: exactly {@link STDOUT_THROUGHPUT_BYTES} bytes on stdout. */
+const ARGV = ['head', '-c', String(STDOUT_THROUGHPUT_BYTES), '/dev/zero'] as const
+const COMMAND = ARGV.join(' ')
+
+/** Runs of a raw row at most (as the product row: min(runs, 5)). */
+const MAX_RUNS = 5
+
+/** Bound of one raw sample (ms), as the product row's. */
+const SAMPLE_STEP_MS = 120_000
+
+/**
+ * `measure` min(`runs`, {@link MAX_RUNS}) times after one discarded warm-up; each call returns
+ * one sample (ms).
+ */
+async function samplesOf(runs: number, measure: () => Promise<number>): Promise<Sample[]> {
+  const samples: Sample[] = []
+  for (let run = 0; run <= Math.min(runs, MAX_RUNS); run += 1) {
+    const ms = await measure()
+    if (run > 0) samples.push({ ms })
+  }
+  return samples
+}
+
+/** Throw unless `bytes` is the payload: a short read would inflate the MB/s. */
+function expectPayload(metric: string, bytes: number): void {
+  if (bytes !== STDOUT_THROUGHPUT_BYTES) throw new Error(`bench: ${metric} delivered ${bytes} bytes, expected ${STDOUT_THROUGHPUT_BYTES}`)
+}
+
+/** A Writable that counts what is written to it (bytes) and drops it. */
+function byteCounter(): { sink: Writable; bytes: () => number } {
+  let bytes = 0
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      bytes += chunk.length
+      callback()
+    },
+  })
+  return { sink, bytes: () => bytes }
+}
+
+/**
+ * `raw dockerode exec 100 MB stdout`: a throwaway container of `image` (no network, an init,
+ * `sleep infinity`, labelled `labels` so the bench's sweep removes it if the run dies), in which
+ * each sample creates an exec of {@link ARGV} (no shell), starts it hijacked without stdin and
+ * demuxes its stream into byte counters, until the stream ends (exec create to end, ms). The
+ * container is removed after.
+ * @param labels - the bench's labels (name and value) for its containers.
+ * @throws Error when a sample's stdout is not exactly the payload, or the exec exits non-zero.
+ */
+export async function measureRawDockerExec(image: string, labels: Readonly<Record<string, string>>, runs: number): Promise<SampleTable> {
+  const docker = new Docker()
+  const container = await docker.createContainer({
+    Image: image,
+    Cmd: ['sleep', 'infinity'],
+    Labels: { ...labels },
+    HostConfig: { NetworkMode: 'none', Init: true },
+  })
+  try {
+    await container.start()
+    const once = async (): Promise<number> => {
+      const stdout = byteCounter()
+      const stderr = byteCounter()
+      const started = performance.now()
+      const exec = await container.exec({ Cmd: [...ARGV], AttachStdout: true, AttachStderr: true })
+      const stream = await exec.start({ hijack: true, stdin: false })
+      docker.modem.demuxStream(stream, stdout.sink, stderr.sink)
+      await withTimeout(finished(stream, { writable: false }), RAW_DOCKER_METRIC, SAMPLE_STEP_MS)
+      const ms = performance.now() - started
+      stream.destroy()
+      // Every chunk demuxStream read was written before the end; ending the counters flushes them.
+      stdout.sink.end()
+      stderr.sink.end()
+      await Promise.all([finished(stdout.sink), finished(stderr.sink)])
+      expectPayload(RAW_DOCKER_METRIC, stdout.bytes())
+      const { ExitCode } = await exec.inspect()
+      if (ExitCode !== 0) throw new Error(`bench: ${RAW_DOCKER_METRIC}: the exec exited ${ExitCode} (${stderr.bytes()} bytes on stderr)`)
+      return ms
+    }
+    return new Map([[RAW_DOCKER_METRIC, await samplesOf(runs, once)]])
+  } finally {
+    await container.remove({ force: true }).catch(() => undefined)
+  }
+}
+
+/**
+ * `raw ssh2 exec 100 MB stdout`: one connection through the provider's connect path, on which
+ * each sample opens an exec channel of {@link COMMAND} and counts its stdout until the channel
+ * closes (exec call to close, ms). The connection is closed after.
+ * @param config - the SSH runtime config of the world under test.
+ * @throws Error when a sample's stdout is not exactly the payload, or the command exits non-zero.
+ */
+export async function measureRawSshExec(config: SshRuntimeConfig, runs: number): Promise<SampleTable> {
+  const world = await buildSshWorld(SshRuntimeConfig.parse(config))
+  try {
+    const { client } = await withTimeout(connectSsh(world.options.hop, world.options.jumps, world.options.timings), 'ssh connect')
+    try {
+      const once = async (): Promise<number> => {
+        let bytes = 0
+        let exitCode: number | null | undefined
+        const started = performance.now()
+        const closed = new Promise<void>((resolve, reject) => {
+          client.exec(COMMAND, (error: Error | undefined, channel: ClientChannel) => {
+            if (error !== undefined) {
+              reject(error)
+              return
+            }
+            channel.on('data', (chunk: Buffer) => { bytes += chunk.length })
+            channel.stderr.resume()
+            channel.once('exit', (code: number | null) => { exitCode = code })
+            channel.once('close', () => resolve())
+          })
+        })
+        await withTimeout(closed, RAW_SSH_METRIC, SAMPLE_STEP_MS)
+        const ms = performance.now() - started
+        expectPayload(RAW_SSH_METRIC, bytes)
+        if (exitCode !== 0) throw new Error(`bench: ${RAW_SSH_METRIC}: the command exited ${String(exitCode)}`)
+        return ms
+      }
+      return new Map([[RAW_SSH_METRIC, await samplesOf(runs, once)]])
+    } finally {
+      const gone = new Promise<void>(resolve => client.once('close', () => resolve()))
+      client.end()
+      await withTimeout(gone, 'ssh disconnect').catch(() => undefined)
+    }
+  } finally {
+    await world.dispose()
+  }
+}
