@@ -1,6 +1,7 @@
 /**
  * Untimed terminal steps the rows share: waiting for the foreground group to change, getting
- * back to a fresh prompt, and reporting a send that settled unexpectedly.
+ * back to a fresh prompt, waiting for a direct handle's prompt, and reporting a send that
+ * settled unexpectedly.
  * @module bench/terminal-steps
  */
 import { setTimeout as delay } from 'node:timers/promises'
@@ -38,4 +39,25 @@ export async function backToPrompt(term: WorldTerminal, handle: SubprocessTermin
 export function expectSettled(world: string, metric: string, result: { waitReason: string; viewport: string }, ms: number): void {
   if (result.waitReason === 'stdin_read') return
   console.error(`[bench] ${world}: ${metric} settled as ${result.waitReason} after ${Math.round(ms)} ms; viewport tail ${JSON.stringify(result.viewport.slice(-300))}`)
+}
+
+/**
+ * Wait for the handle's next prompt (its output from now on contains terminal-bash's OSC 133 D
+ * mark and ends with `dsh> `). The listener is attached at the call: call it before the write
+ * that brings the prompt.
+ * @throws Error when no prompt comes within the step bound.
+ */
+export async function untilPrompt(handle: SubprocessTerminalHandle): Promise<void> {
+  let seen = ''
+  const prompt = Promise.withResolvers<void>()
+  const onData = (chunk: Buffer | string): void => {
+    seen += chunk.toString()
+    if (seen.includes('\x1b]133;D;') && seen.endsWith('dsh> ')) prompt.resolve()
+  }
+  handle.output.on('data', onData)
+  try {
+    await withTimeout(prompt.promise, 'direct terminal prompt')
+  } finally {
+    handle.output.off('data', onData)
+  }
 }

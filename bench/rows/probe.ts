@@ -4,7 +4,7 @@
  * @module bench/rows/probe
  */
 import { setTimeout as delay } from 'node:timers/promises'
-import { waitForeground } from '../terminal-steps.ts'
+import { untilPrompt, waitForeground } from '../terminal-steps.ts'
 import { type SampleTable, pushSample, withTimeout } from '../timing.ts'
 import type { BenchTarget } from '../worlds.ts'
 
@@ -29,14 +29,7 @@ export async function inspectRuns(target: BenchTarget, runs: number, samples: Sa
   const { signal: _unused, ...rest } = spec
   const handle = await withTimeout(target.world.runtime.spawnTerminal({ ...rest }), 'direct spawnTerminal')
   try {
-    let seen = ''
-    let prompt = Promise.withResolvers<void>()
-    const onData = (chunk: Buffer | string): void => {
-      seen += chunk.toString()
-      if (seen.includes('\x1b]133;D;') && seen.endsWith('dsh> ')) prompt.resolve()
-    }
-    handle.output.on('data', onData)
-    await withTimeout(prompt.promise, 'direct terminal prompt')
+    await untilPrompt(handle)
     const probe = async (metric: string): Promise<void> => {
       const started = performance.now()
       const facts = await handle.inspectForeground()
@@ -50,10 +43,9 @@ export async function inspectRuns(target: BenchTarget, runs: number, samples: Sa
     }
     await repeated('inspectForeground (idle prompt)')
     for (let index = 0; index < runs; index += 1) {
-      seen = ''
-      prompt = Promise.withResolvers<void>()
+      const prompt = untilPrompt(handle)
       await handle.write('\r')
-      await withTimeout(prompt.promise, 'new prompt')
+      await prompt
       await delay(30) // let the shell block in its read again
       await probe('inspectForeground (first after new prompt)')
     }
@@ -61,7 +53,6 @@ export async function inspectRuns(target: BenchTarget, runs: number, samples: Sa
     await waitForeground(handle, pgid => pgid !== handle.pid, 'the sleep job')
     await repeated('inspectForeground (sleep running)')
     await handle.signalForeground('SIGINT')
-    handle.output.off('data', onData)
   } finally {
     await withTimeout(handle.terminate(), 'direct terminate', 15_000)
   }

@@ -20,6 +20,7 @@ import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { type SampleTable, median, pushSample, round, withTimeout } from '../timing.ts'
 import type { BenchTarget, WorldName } from '../worlds.ts'
 import { collectGarbage, rssMb } from './memory.ts'
+import { untilPrompt } from '../terminal-steps.ts'
 
 /** Terminals open at once at the peak (the first one included). */
 export const SCALE_TERMINALS = 100
@@ -94,22 +95,6 @@ function clientSockets(): number | null {
 async function sshPool(target: BenchTarget): Promise<{ connections: number; maxSessions: number } | undefined> {
   const runtime = target.world.runtime
   return runtime instanceof SshSubprocessRuntime ? (await runtime.world()).stats() : undefined
-}
-
-/** Wait for the handle's prompt (its output contains the OSC 133 D mark and ends with `dsh> `). */
-async function untilPrompt(handle: SubprocessTerminalHandle): Promise<void> {
-  let seen = ''
-  const prompt = Promise.withResolvers<void>()
-  const onData = (chunk: Buffer | string): void => {
-    seen += chunk.toString()
-    if (seen.includes('\x1b]133;D;') && seen.endsWith('dsh> ')) prompt.resolve()
-  }
-  handle.output.on('data', onData)
-  try {
-    await withTimeout(prompt.promise, 'direct terminal prompt')
-  } finally {
-    handle.output.off('data', onData)
-  }
 }
 
 /**

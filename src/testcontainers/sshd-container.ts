@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import Dockerode from 'dockerode'
-import ssh2 from 'ssh2'
 import { AbstractStartedContainer, GenericContainer, type StartedTestContainer, Wait } from 'testcontainers'
 import { demuxedText } from '../providers/docker/demux.ts'
 import { LIFELINE_LOOP, attachLifeline, lifelineCreateOptions } from '../providers/docker/lifeline.ts'
@@ -19,6 +18,7 @@ import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { shQuote } from '../providers/remote/quote.ts'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import { fingerprintOf } from '../providers/ssh/known-hosts.ts'
+import { readableKeyPair } from './key-pair.ts'
 import { disableRyukWhenAbsent } from './ryuk.ts'
 import { DSH_WORLD_IMAGE } from './world-container.ts'
 
@@ -107,8 +107,8 @@ export class SshdContainer extends GenericContainer {
   override async start(): Promise<StartedSshdContainer> {
     const dir = mkdtempSync(join(tmpdir(), 'dsh-sshd-'))
     chmodSync(dir, 0o755)
-    const host = ssh2.utils.generateKeyPairSync('ed25519')
-    const client = ssh2.utils.generateKeyPairSync('ed25519')
+    const host = readableKeyPair()
+    const client = readableKeyPair()
     const port = await freeLoopbackPort()
     writeFileSync(join(dir, 'ssh_host_ed25519_key'), host.private, { mode: 0o600 })
     writeFileSync(join(dir, 'authorized_keys'), `${client.public}\n`, { mode: 0o644 })

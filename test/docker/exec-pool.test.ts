@@ -27,9 +27,14 @@ async function runtimeFor(): Promise<{ runtime: DockerSubprocessRuntime; dispose
   return { runtime: ctx.subprocess as DockerSubprocessRuntime, dispose: () => ctx.fiber.dispose() }
 }
 
-/** Live pooled execs in the container, by the name their program runs under. */
-async function pooled(kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
-  return (await containerProcesses(container.id)).filter(row => row.cmdline.includes(kind) && row.cmdline.startsWith('/bin/sh -c') && !isDead(row.state))
+/** Live pooled execs in a container, by the name their program runs under. */
+async function pooledIn(containerId: string, kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
+  return (await containerProcesses(containerId)).filter(row => row.cmdline.includes(kind) && row.cmdline.startsWith('/bin/sh -c') && !isDead(row.state))
+}
+
+/** Live pooled execs in the file's container. */
+function pooled(kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
+  return pooledIn(container.id, kind)
 }
 
 function spec(script: string, overrides: Partial<SubprocessSpawnSpec> = {}): SubprocessSpawnSpec {
@@ -107,6 +112,41 @@ describe('spawns on the pool\'s launchers in the docker world, as agent', () => 
     await fixture.dispose()
     expect(await pooled('dsh-launcher')).toEqual([])
     expect(await pooled('dsh-standby')).toEqual([])
+  })
+})
+
+describe('a paused container in the docker world, as agent', () => {
+  it('spawns and terminals fail at once with TargetNotRunningError while it is paused (the pooled execs never take a spec), and work again after unpause', async () => {
+    const paused = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'exec-pool' } })
+    const ctx = new Context()
+    await ctx.plugin(DockerSubprocessRuntime, { container: paused.id, user: 'agent' })
+    const runtime = ctx.subprocess as DockerSubprocessRuntime
+    try {
+      expect((await run(runtime, 'echo warm')).stdout).toBe('warm\n')
+      // Paused only once the pool's warm-up execs run: the engine (Debian's docker.io 20.10)
+      // wedges for good when a container is paused while an exec of it is starting (its unpause
+      // never returns; reproduced with a plain dockerode exec), whoever starts the exec.
+      await waitFor(() => pooledIn(paused.id, 'dsh-standby'), rows => rows.length === 1)
+      await new Promise(resolve => setTimeout(resolve, 200))
+      await paused.pause()
+      // The engine's pause event reaches the world's watch (state-watch.ts) within moments.
+      await new Promise(resolve => setTimeout(resolve, 300))
+      const spawned = runtime.spawn(spec('echo late-run >/tmp/late-run; echo ran'))
+      spawned.stdout?.resume()
+      spawned.stderr?.resume()
+      const spawnError = await spawned.done.then(() => undefined, (error: unknown) => error)
+      expect((spawnError as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
+      const terminalError = await runtime.spawnTerminal({ argv: ['/bin/sh'], cwd: '/tmp', env: {}, rows: 24, cols: 80, graceMs: 500 }).then(() => undefined, (error: unknown) => error)
+      expect((terminalError as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
+      await paused.unpause()
+      await new Promise(resolve => setTimeout(resolve, 300))
+      // Nothing handed over while paused ran after the unpause.
+      const after = await run(runtime, 'test -e /tmp/late-run && echo late || echo never')
+      expect(after.stdout).toBe('never\n')
+    } finally {
+      await ctx.fiber.dispose()
+      await paused.remove({ force: true })
+    }
   })
 })
 

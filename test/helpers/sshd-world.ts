@@ -7,7 +7,7 @@
  * Never sends traffic anywhere but 127.0.0.1 (DESIGN.md section 7).
  */
 import Docker from 'dockerode'
-import ssh2 from 'ssh2'
+import { readableKeyPair } from '../../src/testcontainers/key-pair.ts'
 import { fingerprintOf } from '../../src/providers/ssh/known-hosts.ts'
 import { LIFELINE_LOOP } from '../../src/providers/docker/lifeline.ts'
 import { SshdContainer } from '../../src/testcontainers/index.ts'
@@ -65,7 +65,7 @@ export interface SshdWorld {
 
 /** Generate an ed25519 key pair in OpenSSH formats. */
 export function generateKeyPair(): KeyPair {
-  const pair = ssh2.utils.generateKeyPairSync('ed25519')
+  const pair = readableKeyPair()
   const blob = Buffer.from(pair.public.split(' ')[1]!, 'base64')
   return { privateKey: pair.private, publicKey: pair.public, fingerprint: fingerprintOf(blob) }
 }

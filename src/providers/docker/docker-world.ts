@@ -34,6 +34,7 @@ import { demuxDockerStream } from './demux.ts'
 import { ExecPool } from './exec-pool/pool.ts'
 import type { ExecStartOptions, StartedExec } from './exec-pool/started-exec.ts'
 import { attachLifeline, lifelineCreateOptions } from './lifeline.ts'
+import { ContainerStateWatch } from './state-watch.ts'
 
 export { LIFELINE_COMMAND } from './lifeline.ts'
 
@@ -120,8 +121,10 @@ export class DockerWorld {
   private readonly lifeline: Duplex | undefined
   /** Execs started ahead of need: launchers for processes, a standby for the next terminal (exec-pool/). */
   private readonly pool: ExecPool
+  /** The engine's events of the container: the pool runs nothing in a paused or dead one. */
+  private readonly stateWatch: ContainerStateWatch
 
-  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: { lifeline: Duplex } | undefined, options: DockerWorldOptions) {
+  private constructor(docker: Docker, info: Docker.ContainerInspectInfo, managed: { lifeline: Duplex } | undefined, stateWatch: ContainerStateWatch, options: DockerWorldOptions) {
     this.controlRequestTimeoutMs = options.controlRequestTimeoutMs
     this.ownership = options.ownership
     this.lifeline = managed?.lifeline
@@ -131,7 +134,9 @@ export class DockerWorld {
     this.inspectInfo = info
     this.ambientEnv = parseEnvEntries(info.Config.Env)
     const ownership = options.ownership
+    this.stateWatch = stateWatch
     this.pool = new ExecPool({
+      state: stateWatch,
       startExec: (cmd, execOptions) => this.startExec(cmd, execOptions),
       newTag: ownership === undefined ? undefined : () => ownership.newTag(),
       describe: user => this.describe(user),
@@ -168,7 +173,7 @@ export class DockerWorld {
         throw engineError(error, `docker container ${options.container}`)
       }
       assertRunning(info, options.container)
-      return new DockerWorld(docker, info, undefined, options)
+      return new DockerWorld(docker, info, undefined, await ContainerStateWatch.follow(docker, info.Id), options)
     }
     const image = options.image!
     let container: Docker.Container
@@ -192,7 +197,7 @@ export class DockerWorld {
       await container.start()
       const info = await container.inspect()
       assertRunning(info, image)
-      return new DockerWorld(docker, info, { lifeline }, options)
+      return new DockerWorld(docker, info, { lifeline }, await ContainerStateWatch.follow(docker, info.Id), options)
     } catch (error) {
       lifeline?.destroy()
       await container.remove({ force: true }).catch(() => undefined)
@@ -509,6 +514,7 @@ export class DockerWorld {
     // The pooled execs first, while the engine still shows them: a removed container proves
     // nothing about what ran in an attached one.
     const pooled = await this.pool.dispose().then(() => undefined, (error: unknown) => error)
+    this.stateWatch.close()
     const controls = await Promise.allSettled([...this.controls.values()])
     for (const outcome of controls) if (outcome.status === 'fulfilled') outcome.value.close()
     this.controls.clear()

@@ -58,7 +58,10 @@ export const LAUNCHER_SCRIPT = [
   `refuse() { printf '${READY_TAG}%s:refused:%s\\n' "$1" "$2"; exit 0; }`,
   'command -v cat >/dev/null 2>&1 || refuse "$1" cat',
   '_dshD=$(mktemp -d 2>/dev/null) || refuse "$1" mktemp',
+  // The directory goes at EOF and at a TERM or HUP while idle (a reaper's); a SIGKILL, or a TERM
+  // while a run holds the launcher, leaves its two empty FIFOs.
   `trap 'rm -rf "$_dshD"' EXIT`,
+  "trap 'exit 143' TERM HUP",
   'mkfifo "$_dshD/o" "$_dshD/e" 2>/dev/null || refuse "$1" mkfifo',
   `printf '${READY_TAG}%s:ready\\n' "$1"`,
   'while IFS= read -r _dshN && IFS= read -r _dshF; do',

@@ -40,6 +40,8 @@ export class ProcessLauncher {
   onIdle: ((launcher: ProcessLauncher) => void) | undefined
   /** Called once when its exec's stream closed. */
   onEnded: ((launcher: ProcessLauncher) => void) | undefined
+  /** The container's death count when it was started (pool.ts discards one from an earlier life). */
+  epoch = 0
   private readonly stream: StartedExec['stream']
   private readonly where: string
   private readonly raw: Record<Stream, PassThrough>

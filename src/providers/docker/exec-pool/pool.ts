@@ -47,6 +47,12 @@ export interface ExecPoolOptions {
   newTag?: (() => string) | undefined
   /** World description for messages, per user. */
   describe: (user: string | undefined) => string
+  /**
+   * The engine's view of the container (state-watch.ts): pooled execs are used only while it is
+   * `usable` (running, not paused), and only those started in the current `epoch` (since the
+   * container last died). Undefined: always usable.
+   */
+  state?: { readonly usable: boolean; readonly epoch: number } | undefined
 }
 
 /** The pool of one exec user. */
@@ -78,7 +84,7 @@ export class ExecPool {
 
   /** Start one launcher and one standby for `user` in the background (once per user). */
   warm(user: string | undefined): void {
-    if (this.disposed || this.users.has(user ?? '')) return
+    if (this.disposed || this.users.has(user ?? '') || !this.usable) return
     const pool = this.of(user)
     const warming = this.startLauncher(user, pool)
     pool.warming = warming
@@ -99,9 +105,13 @@ export class ExecPool {
   async launch(user: string | undefined, script: string): Promise<ProcessTransport | undefined> {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
-    if (pool.launchersOff) return undefined
+    // A paused container would run the spec when unpaused; a fresh exec is refused at once.
+    if (pool.launchersOff || !this.usable) return undefined
     let launcher = pool.idle.pop()
-    while (launcher !== undefined && !launcher.idle) launcher = pool.idle.pop()
+    while (launcher !== undefined && !this.current(launcher)) {
+      if (launcher.idle) launcher.retire()
+      launcher = pool.idle.pop()
+    }
     if (launcher === undefined && pool.warming !== undefined) {
       const warming = pool.warming
       pool.warming = undefined
@@ -128,11 +138,12 @@ export class ExecPool {
   async standby(user: string | undefined, script: string): Promise<StartedExec | undefined> {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
-    if (pool.standbyOff) return undefined
+    if (pool.standbyOff || !this.usable) return undefined
     let pending = pool.next
     pool.next = undefined
     let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
-    if (standby?.usable !== true) {
+    if (standby !== undefined && !this.current(standby)) standby.drop()
+    if (standby?.usable !== true || !this.current(standby)) {
       // None waiting, or the one waiting died (its container restarted): start one now, so a
       // world that cannot start execs fails here with its own typed error.
       pending = this.startStandby(user, pool)
@@ -165,7 +176,12 @@ export class ExecPool {
       for (const launcher of [...pool.launchers]) launcher.retire()
       execs.push(...pool.retired)
       pool.retired.clear()
-      const standbys = await Promise.allSettled(pool.standbys)
+      // A start in flight when the container was paused may not settle until it is unpaused:
+      // wait for it within the proof's bound; one that settles later quits itself (startStandby).
+      const standbys = await Promise.race([
+        Promise.allSettled(pool.standbys),
+        delay(DISPOSE_PROOF_BOUND_MS).then(() => [] as PromiseSettledResult<PtyStandby>[]),
+      ])
       pool.standbys.clear()
       for (const outcome of standbys) {
         if (outcome.status !== 'fulfilled') continue
@@ -186,6 +202,16 @@ export class ExecPool {
     if (left.length > 0) throw new CleanupFailedError([], `; pooled execs not proven ended: ${left.join(', ')}`)
   }
 
+  /** True while pooled execs may take a spec (see {@link ExecPoolOptions.state}). */
+  private get usable(): boolean {
+    return this.options.state?.usable ?? true
+  }
+
+  /** True when `started` was started since the container last died, and it can still take a spec. */
+  private current(started: ProcessLauncher | PtyStandby): boolean {
+    return started.epoch === (this.options.state?.epoch ?? 0) && (started instanceof ProcessLauncher ? started.idle : started.usable)
+  }
+
   private of(user: string | undefined): UserPool {
     const key = user ?? ''
     let pool = this.users.get(key)
@@ -203,7 +229,9 @@ export class ExecPool {
 
   private async startLauncher(user: string | undefined, pool: UserPool): Promise<ProcessLauncher> {
     try {
+      const epoch = this.options.state?.epoch ?? 0
       const launcher = await ProcessLauncher.start(this.options.startExec, user, this.env(), this.options.describe(user))
+      launcher.epoch = epoch
       pool.launchers.add(launcher)
       launcher.onIdle = idle => this.release(pool, idle)
       launcher.onEnded = ended => this.forget(pool, ended)
@@ -258,7 +286,11 @@ export class ExecPool {
   }
 
   private startStandby(user: string | undefined, pool: UserPool): Promise<PtyStandby> {
-    const starting = PtyStandby.start(this.options.startExec, user, this.env())
+    const epoch = this.options.state?.epoch ?? 0
+    const starting = PtyStandby.start(this.options.startExec, user, this.env()).then(standby => {
+      standby.epoch = epoch
+      return standby
+    })
     pool.standbys.add(starting)
     starting.then(standby => {
       if (this.disposed) standby.quit()

@@ -12,6 +12,8 @@ import type { StartExec, StartedExec } from './started-exec.ts'
 export class PtyStandby {
   /** The exec (ExecInspect proves it ended; resize and exit facts go through it once taken). */
   readonly exec: StartedExec['exec']
+  /** The container's death count when it was started (pool.ts discards one from an earlier life). */
+  epoch = 0
   private readonly started: StartedExec
   private closed = false
   private used = false
