@@ -180,7 +180,8 @@ export class ExecPool {
       // wait for it within the proof's bound; one that settles later quits itself (startStandby).
       const standbys = await Promise.race([
         Promise.allSettled(pool.standbys),
-        delay(DISPOSE_PROOF_BOUND_MS).then(() => [] as PromiseSettledResult<PtyStandby>[]),
+        // Unref'd: a settled race must not hold a process that has nothing else to do.
+        delay(DISPOSE_PROOF_BOUND_MS, undefined, { ref: false }).then(() => [] as PromiseSettledResult<PtyStandby>[]),
       ])
       pool.standbys.clear()
       for (const outcome of standbys) {
