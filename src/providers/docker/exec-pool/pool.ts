@@ -142,10 +142,10 @@ export class ExecPool {
     let pending = pool.next
     pool.next = undefined
     let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
-    if (standby !== undefined && !this.current(standby)) standby.drop()
-    if (standby?.usable !== true || !this.current(standby)) {
-      // None waiting, or the one waiting died (its container restarted): start one now, so a
-      // world that cannot start execs fails here with its own typed error.
+    if (standby === undefined || !this.current(standby)) {
+      // None waiting, or the one waiting died or is from before the container last died: start
+      // one now, so a world that cannot start execs fails here with its own typed error.
+      standby?.drop()
       pending = this.startStandby(user, pool)
       try {
         standby = await pending
