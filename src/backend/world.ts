@@ -11,6 +11,7 @@ import type { Agent } from '@deepseek-ai/dsh-agent'
 import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import type { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
+import type { FileSystem } from '@deepseek-ai/dsh-fs'
 import TerminalSessionService from '@deepseek-ai/dsh-terminal'
 import type { TerminalReadResult, TerminalSendOperation, TerminalSendResult, TerminalSessionId, TerminalSignal, TerminalSignalResult } from '@deepseek-ai/dsh-terminal'
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
@@ -21,6 +22,8 @@ import { ScreenUnavailableError } from '../providers/remote/errors.ts'
 import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
+import { mountRemoteFileSystem } from '../files/remote-file-system.ts'
+import { worldOwnerOf } from '../providers/remote/world-owner.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
 export interface TerminalTuning {
@@ -77,6 +80,12 @@ export interface OpenWorldOptions<C> {
   sandbox?: SandboxCompanion<C> | false
   /** Extra plugins to load before terminal-bash (e.g. another sandbox provider, with `sandbox: false`). */
   plugins?: readonly ((ctx: Context) => Promise<unknown>)[]
+  /**
+   * The filesystem half: `ctx.fs` in the same world (src/files, the `dsh-remote-worlds/fs`
+   * plugin), loaded after the sandbox so it is confined as the shells are. Default: when the
+   * runtime is one of this package's; false leaves `ctx.fs` out (a composition that brings its own).
+   */
+  fs?: boolean | { cwd?: string; diffBasisMaxBytes?: number }
 }
 
 /**
@@ -152,6 +161,8 @@ export interface RemoteWorld {
   readonly agent: Agent
   /** The runtime instance (`ctx.subprocess`). */
   readonly runtime: SubprocessRuntime
+  /** The filesystem half (`ctx.fs`) in the same world; undefined with `fs: false`. */
+  readonly fs: FileSystem | undefined
   /** Open a persistent shell (cwd defaults to the workspace root). */
   open(options?: { cwd?: string; name?: string; signal?: AbortSignal }): Promise<WorldTerminal>
   /** Close every terminal, dispose the runtime (removing a managed container). */
@@ -224,6 +235,9 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     const runtimeConfig = companion?.configure === undefined ? options.runtimeConfig : companion.configure(options.runtimeConfig, policy)
     await ctx.plugin(options.runtime as never, runtimeConfig as never)
     if (companion !== undefined) await companion.plugin(ctx)
+    // Default: whenever the runtime is one of ours (a local runtime brings no world to serve).
+    const fs = options.fs ?? (worldOwnerOf(ctx.get('subprocess')) !== undefined)
+    if (fs !== false) await mountRemoteFileSystem(ctx, fs === true ? {} : fs)
     for (const plugin of options.plugins ?? []) await plugin(ctx)
     await ctx.plugin(terminalBash, { ...options.terminal })
     agent = ownerAgent(ctx, `dsh-remote-${randomUUID()}`)
@@ -281,6 +295,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     ctx,
     agent,
     runtime,
+    fs: ctx.get('fs'),
     open,
     dispose: () => {
       disposed ??= (async () => {

@@ -20,6 +20,7 @@ import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandb
 import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
 import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
+import type { PrivateRootsSandbox } from './layout.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
@@ -174,8 +175,10 @@ export interface BubblewrapSandboxConfig {
  * the program inside an argv it wrapped ({@link ProgramUnwrapper}), so a terminal publishes the
  * shell's pid rather than bwrap's (providers/remote/wrapped-program.ts).
  */
-export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox, ProgramUnwrapper {
+export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox, ProgramUnwrapper, PrivateRootsSandbox {
   private readonly config: BubblewrapSandboxConfig
+  /** The profile's private mounts: `--tmpfs /tmp` and `--dev /dev` (sandbox/layout.ts). */
+  readonly privateRoots: readonly string[] = Object.freeze(['/tmp', '/dev'])
 
   constructor(ctx: Context, config: BubblewrapSandboxConfig) {
     super(ctx)

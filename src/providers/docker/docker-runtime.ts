@@ -10,6 +10,7 @@ import { DockerRuntimeConfig } from './docker-config.ts'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { type UserEnvironment, remoteChildEnv, userEnvironment } from '../remote/environment.ts'
 import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
+import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
@@ -155,6 +156,17 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     return this.config.container !== undefined ? `docker container ${this.config.container}` : `managed container from ${this.config.image}`
   }
 
+  /**
+   * Start `sh -c SCRIPT` in a fresh non-TTY exec with stdin, as the exec user (see
+   * {@link RemoteSubprocessRuntime.openProcess}).
+   * @throws WorldClosedError after disposal; TargetNotRunningError, EngineUnavailableError.
+   */
+  async openProcess(script: string): Promise<ProcessTransport> {
+    this.assertOpen()
+    const world = await this.world()
+    return world.openProcess(script, this.execUser, { stdin: true })
+  }
+
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
@@ -205,7 +217,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
         const control = await world.control(user)
         const { ambient } = await this.environmentOf(world, control)
         const stateDir = await this.stateDir.ensure(control, ambient)
-        return { env: remoteChildEnv(ambient, spec.env), control, stateDir }
+        const env = remoteChildEnv(ambient, spec.env)
+        return { env, control, stateDir, argv: await this.worldArgv(spec.argv, control, env.PATH) }
       },
       open: (script, options) => opened!.openProcess(script, user, options),
       // Not `!alive()`: a paused container has not ended (see ended()).

@@ -33,6 +33,7 @@ export type RemoteWorldErrorCode =
   | 'DEVCONTAINER_CONFIG_MISSING'
   | 'DEVCONTAINER_CONFIG_INVALID'
   | 'DEVCONTAINER_USER_NOT_FOUND'
+  | 'WORLD_TOOL_UNAVAILABLE'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {
@@ -153,5 +154,16 @@ export class WorldClosedError extends RemoteWorldError {
 export class ScreenUnavailableError extends RemoteWorldError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('SCREEN_UNAVAILABLE', message, options)
+  }
+}
+
+/**
+ * A program this package copies into worlds (the file server, ripgrep; providers/remote/world-tools) cannot
+ * be had: its build is missing from the package, the world's architecture has none, or no
+ * cache directory of the world's user can hold and run it (read-only, noexec, another user's).
+ */
+export class WorldToolUnavailableError extends RemoteWorldError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('WORLD_TOOL_UNAVAILABLE', message, options)
   }
 }

@@ -71,6 +71,8 @@ export interface RemoteProcessWorld {
   control: ControlChannel
   /** The world's private state directory (0700) for spills and status files, absolute. */
   stateDir: string
+  /** The argv to run instead of the spec's (a host program mapped to the world's; world-tools/ripgrep.ts). */
+  argv?: readonly string[] | undefined
 }
 
 /** What a world supplies to start one process. */
@@ -264,7 +266,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     let nonce: string
     try {
       ;({ script, nonce } = buildProcessWrapper({
-        argv: this.spec.argv,
+        argv: world.argv ?? this.spec.argv,
         cwd: this.spec.cwd,
         env: { ...world.env, [SESSION_TAG_VARIABLE]: this.start.tag },
         stdin: stdio.stdin === 'ignore' ? 'ignore' : 'attached',

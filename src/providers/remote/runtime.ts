@@ -8,11 +8,15 @@ import type { Context } from '@deepseek-ai/cordis'
 import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { z } from 'zod'
 import type { ControlChannel } from './control-channel.ts'
+import type { UserEnvironment } from './environment.ts'
 import { InvalidArgumentError, WorldClosedError } from './errors.ts'
 import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
 import { ResourceWatch } from './resource-events.ts'
+import type { ProcessTransport } from './process.ts'
 import type { RemoteTerminalHandle } from './terminal.ts'
+import { type WorldOwner, WORLD_OWNER } from './world-owner.ts'
+import { isPackagedRipgrep, worldRipgrep } from './world-tools/ripgrep.ts'
 import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 
 /** What a runtime's world must offer the shared lifecycle. */
@@ -38,7 +42,7 @@ export function parseRuntimeConfig<S extends z.ZodTypeAny>(schema: S, config: un
  * refuses new work once disposing, and disposes everything in one order when the cordis scope
  * ends.
  */
-export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends SubprocessRuntime {
+export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends SubprocessRuntime implements WorldOwner {
   /** Processes started by `spawn`. */
   protected readonly processes = new RemoteProcessSet()
   /** The private spill directory in the world (created on first use). */
@@ -73,6 +77,33 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
 
   /** The control channel of this runtime's user in its world (opens the world on first use). */
   abstract control(): Promise<ControlChannel>
+
+  /** Short description of the world for messages, e.g. `docker container 0123456789ab`. */
+  abstract describe(): string
+
+  /** The environment the world gives this runtime's user, before a spec's env (opens the world). */
+  abstract userEnvironment(): Promise<UserEnvironment>
+
+  /**
+   * Start `sh -c SCRIPT` without a PTY and with stdin, as this runtime's user: how the halves
+   * beside the process seam run their own programs in the world (the file server of
+   * src/files, the copies of providers/remote/world-tools). See {@link WorldOwner.openProcess}.
+   * @throws WorldClosedError after disposal; the world's open and start errors.
+   */
+  abstract openProcess(script: string): Promise<ProcessTransport>
+
+  /** A new session tag of this client (see {@link WorldOwner.newTag}). */
+  newTag(): string {
+    return this.ownership.newTag()
+  }
+
+  /**
+   * This runtime as the owner of its world: what the filesystem half (`ctx.fs`, src/files)
+   * shares with it (providers/remote/world-owner.ts `worldOwnerOf`).
+   */
+  get [WORLD_OWNER](): WorldOwner {
+    return this
+  }
 
   /**
    * The resource-limit watch (resource-events.ts) of the cgroup a terminal runs in: the one of
@@ -118,6 +149,17 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   protected wrappedProgram(argv: readonly string[]): readonly string[] | undefined {
     const sandbox: unknown = this.ctx.get('sandbox')
     return isProgramUnwrapper(sandbox) ? sandbox.wrappedProgram(argv) : undefined
+  }
+
+  /**
+   * The argv a spawn runs in the world: the spec's, except that the host path of the packaged
+   * ripgrep (dsh-tool-fs-search's) becomes the world's ripgrep (world-tools/ripgrep.ts).
+   * @param path - the spawn's PATH in the world.
+   * @throws WorldToolUnavailableError when the world has no ripgrep and none can be copied in.
+   */
+  protected async worldArgv(argv: readonly string[], control: ControlChannel, path: string | undefined): Promise<readonly string[] | undefined> {
+    if (argv[0] === undefined || !isPackagedRipgrep(argv[0])) return undefined
+    return [await worldRipgrep(this, control, path), ...argv.slice(1)]
   }
 
   /** @throws WorldClosedError once disposal began. */

@@ -14,6 +14,7 @@ import type { ControlChannel } from '../remote/control-channel.ts'
 import { type UserEnvironment, remoteChildEnv, userEnvironment } from '../remote/environment.ts'
 import { InvalidArgumentError } from '../remote/errors.ts'
 import type { SessionOwnership } from '../remote/ownership.ts'
+import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { startRemoteTerminal } from '../remote/terminal.ts'
@@ -101,6 +102,16 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     return `ssh ${this.config.target}`
   }
 
+  /**
+   * Start `sh -c SCRIPT` (through the login shell) on a non-PTY exec channel with stdin, on any
+   * pooled connection with a free slot (see {@link RemoteSubprocessRuntime.openProcess}).
+   * @throws WorldClosedError after disposal; the connect errors; ChannelRefusedError; TransportError.
+   */
+  async openProcess(script: string): Promise<ProcessTransport> {
+    this.assertOpen()
+    return openSshProcess(await this.world(), script, { stdin: true })
+  }
+
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
@@ -158,7 +169,8 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         const connection = await world.connection()
         const { ambient } = await this.environmentOf(connection)
         const stateDir = await this.stateDir.ensure(connection.control, ambient)
-        return { env: remoteChildEnv(ambient, spec.env), control: connection.control, stateDir }
+        const env = remoteChildEnv(ambient, spec.env)
+        return { env, control: connection.control, stateDir, argv: await this.worldArgv(spec.argv, connection.control, env.PATH) }
       },
       open: (script, options) => openSshProcess(opened!, script, options),
       // exit-status / exit-signal are exact: the wrapper may become the program (exec mode).

@@ -1,0 +1,79 @@
+/**
+ * The file servers of one world: one per confinement, started on first use and replaced when
+ * one dies. A server runs exactly as the world's shells do under the same policy: as the
+ * world's user, and, under a confined mode, inside what `ctx.sandbox.confine` wraps around it
+ * (the container itself for Docker, bubblewrap over SSH). Servers whose confinement is the same
+ * argv (a container enforcing both confined modes) are one.
+ * @module dsh-remote-worlds/files/file-servers
+ */
+import { SESSION_TAG_VARIABLE } from '../providers/remote/ownership.ts'
+import { shQuote, shQuoteArgv } from '../providers/remote/quote.ts'
+import type { WorldOwner } from '../providers/remote/world-owner.ts'
+import { installWorldTool } from '../providers/remote/world-tools/install.ts'
+import { isWithin } from './paths.ts'
+import { ServerChannel } from './server-channel.ts'
+
+/** Wraps the server's argv for a confined mode, or throws why it cannot (a SandboxUnavailableError). */
+export type Confine = (argv: readonly string[]) => readonly string[]
+
+/** The servers of one world (see the module comment). */
+export class FileServers {
+  private readonly servers = new Map<string, Promise<ServerChannel>>()
+  private disposed = false
+
+  constructor(private readonly owner: WorldOwner) {}
+
+  /**
+   * The server for a confinement: `confine` undefined for an unconfined one
+   * (danger-full-access), else the wrapper of the mode in question, whose confined programs get
+   * `privateRoots` of their own (sandbox/layout.ts).
+   * @throws WorldToolUnavailableError when the server cannot be copied into the world, or a
+   *   confined one would sit where the confinement hides it; whatever `confine` throws;
+   *   ServerLostError when it does not start; the owner's errors.
+   */
+  async server(confine: Confine | undefined, privateRoots: readonly string[] = []): Promise<ServerChannel> {
+    if (this.disposed) throw new Error('the filesystem half of this world was closed')
+    const { path } = await installWorldTool(this.owner, 'dsh-fsd')
+    const argv = confine === undefined ? [path] : [...confine([path])]
+    if (confine !== undefined) {
+      const hidden = privateRoots.find(root => isWithin(root, path))
+      if (hidden !== undefined) throw new Error(`the file server was copied to ${path}, which the confinement of ${this.owner.describe()} hides (it gives confined programs a private ${hidden}); give the world's user a writable HOME`)
+    }
+    const key = JSON.stringify(argv)
+    const existing = this.servers.get(key)
+    if (existing !== undefined) {
+      const channel = await existing.catch(() => undefined)
+      if (channel?.alive === true) return channel
+    }
+    // Another caller may have replaced a dead one meanwhile: join it.
+    const current = this.servers.get(key)
+    if (current !== undefined && current !== existing) return current
+    const started = this.start(argv)
+    this.servers.set(key, started)
+    const forget = (): void => { if (this.servers.get(key) === started) this.servers.delete(key) }
+    started.then(channel => channel.closed.then(forget), forget)
+    return started
+  }
+
+  private async start(argv: readonly string[]): Promise<ServerChannel> {
+    // Tagged as a session of this client: should it ever outlive its client (it ends at its
+    // stdin's EOF, which a client's death gives it), the next client's reaper ends it.
+    const script = `${SESSION_TAG_VARIABLE}=${shQuote(this.owner.newTag())}; export ${SESSION_TAG_VARIABLE}; exec ${shQuoteArgv(argv)}`
+    const transport = await this.owner.openProcess(script)
+    transport.stderr.resume()
+    const stdin = transport.stdin
+    if (stdin === undefined) {
+      transport.close()
+      throw new Error(`${this.owner.describe()}: the file server's process has no stdin`)
+    }
+    return ServerChannel.open({ stdin, stdout: transport.stdout, close: () => transport.close() }, this.owner.describe())
+  }
+
+  /** Close every server (each ends at its stdin's EOF). Idempotent. */
+  async dispose(): Promise<void> {
+    this.disposed = true
+    const servers = [...this.servers.values()]
+    this.servers.clear()
+    for (const started of servers) (await started.catch(() => undefined))?.close()
+  }
+}

@@ -1,0 +1,540 @@
+/**
+ * `RemoteFileSystem`: `ctx.fs` (`@deepseek-ai/dsh-fs`) in a remote world, the filesystem half
+ * beside the runtime's process half. It shares the runtime's world owner (providers/remote/
+ * world-owner.ts): the same connections, exec user, environment and confinement, so a file the
+ * agent writes is the file its shell runs, and the other way round.
+ *
+ * Every primitive is one or two requests to the world's file server (server/fsd.c): a static
+ * program this package copies into the world once (providers/remote/world-tools), running as the world's
+ * user and, under a confined mode, inside `ctx.sandbox`'s confinement, exactly as the shells.
+ * Identity is the world's: `resolve` canonicalizes with the world's realpath, never with host
+ * path rules. Text semantics (UTF-8, binary rejection, line endings, literal edits) are
+ * upstream's (text.ts).
+ *
+ * Mutations and the critical section. `writeText` stages the content in a temporary file in
+ * the target's directory and publishes it by rename (link for `createIfAbsent`, which never
+ * replaces), holding an flock of that directory while it checks the guard: a reader sees the
+ * old file or the new one, never a part, whoever dies mid-write (the client's death closes the
+ * server's stdin; the server unlinks its temporary file). The lock lives in the world's kernel,
+ * so two clients in two processes (or a client and anything else that takes it) are serialized,
+ * unlike a lock in one host process. `editText` reads the file and its version, matches in the
+ * client, and publishes only if, under the lock, the file still has that version AND the same
+ * SHA-256 (so a same-size rewrite within one timestamp tick is caught too): two editors of one
+ * version get one success and one `FS_STALE_VERSION`, never a lost update. An unguarded edit
+ * that loses such a race retries on the new content.
+ *
+ * The fence. Under `read-only` every mutation is refused, and under `workspace-write` every one
+ * outside the workspace root and the world's /tmp (unless the confinement makes /tmp private
+ * to each program, as bubblewrap does), with `FS_SANDBOX_DENIED`, as
+ * upstream's `dsh-fs-sandbox` (so `dsh-tool-fs` shows its sandbox marker and escalation hint).
+ * The client checks a fresh canonical path; the server checks again on the directory it renames
+ * in (its fd's path), so a symlink swapped in between cannot move a write out. A world whose
+ * `ctx.sandbox` cannot confine the mode refuses every operation of that mode, with why: never a
+ * silent unconfined fallback, and never the host's filesystem.
+ * @module dsh-remote-worlds/files/remote-file-system
+ */
+import { createHash } from 'node:crypto'
+import type { Context } from '@deepseek-ai/cordis'
+import { FileSystem, FsError, FsTargetKey, FsVersion } from '@deepseek-ai/dsh-fs'
+import type { FsDirEntry, FsEditOutcome, FsEditRequest, FsInfo, FsPathInfo, FsTarget, FsWriteIntent, FsWriteOutcome } from '@deepseek-ai/dsh-fs'
+import type { SandboxExecutionPolicy, SandboxMode } from '@deepseek-ai/dsh-sandbox'
+import type {} from '@deepseek-ai/dsh-sandbox-policy'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
+import { type WorldOwner, worldOwnerOf } from '../providers/remote/world-owner.ts'
+import { privateRootsOf } from '../sandbox/layout.ts'
+import { fsErrorOf, type FsErrorContext } from './errors.ts'
+import { type Confine, FileServers } from './file-servers.ts'
+import { displayPathOf, fileUrlOf, isWithin, rawJoin } from './paths.ts'
+import { decodeFields } from './protocol.ts'
+import type { ServerChannel, ServerReply } from './server-channel.ts'
+import { TextStreamDecoder, applyLiteralEdit, decodeText, detectLineEndings, diffBasis, normalizeLineEndings, restoreLineEndings } from './text.ts'
+
+/** Configuration of {@link RemoteFileSystem}. */
+export interface RemoteFileSystemConfig {
+  /** The world (the runtime's owner; `worldOwnerOf(ctx.subprocess)`). */
+  owner: WorldOwner
+  /**
+   * Base of relative paths when a call gives no `cwd` (absolute, in the world). Default: the
+   * sandbox policy's workspace root, else the world user's HOME.
+   */
+  cwd?: string | undefined
+  /** Exclusive byte limit of each side of a write's diff basis (default 10 MiB, as upstream). */
+  diffBasisMaxBytes?: number | undefined
+}
+
+/** The default of {@link RemoteFileSystemConfig.diffBasisMaxBytes}: 10 MiB. */
+export const DEFAULT_DIFF_BASIS_MAX_BYTES = 10 * 1024 * 1024
+/** Chunk of a `streamText` read (bytes; the server's data frame size). */
+const STREAM_CHUNK_BYTES = 256 * 1024
+/** How often an unguarded edit that lost a race to another writer is retried. */
+const EDIT_ATTEMPTS = 5
+/**
+ * How long the metadata `resolve` read serves the first `stat` of the target it returned (ms),
+ * unless a mutation went through this file system since. A tool call is resolve, stat, read: the
+ * stat then costs no round trip. It reports a state at most this old, as any stat is a moment
+ * old when it is used; a guard built on it is checked again, under the lock, at publication.
+ */
+const RESOLVE_STAT_FOLD_MS = 25
+
+/** A stat record of the server: type, mode (octal), uid, gid, size, version. */
+interface WorldStat {
+  type: 'file' | 'directory' | 'symlink' | 'other'
+  size: number
+  version: FsVersion
+}
+
+function parseRecord(fields: readonly Buffer[], at: number): WorldStat {
+  const type = fields[at]?.toString('latin1')
+  return {
+    type: type === 'f' ? 'file' : type === 'd' ? 'directory' : type === 'l' ? 'symlink' : 'other',
+    size: Number(fields[at + 4]?.toString('latin1') ?? '0'),
+    version: FsVersion(fields[at + 5]?.toString('latin1') ?? ''),
+  }
+}
+
+/** A followed record as `stat` reports it. */
+function infoOf(record: WorldStat): FsInfo {
+  return { version: record.version, type: record.type === 'symlink' ? 'other' : record.type, size: record.size }
+}
+
+function aborted(verb: string): FsError {
+  return new FsError(`${verb} aborted`, 'FS_ABORTED')
+}
+
+function checkAborted(signal: AbortSignal | undefined, verb: string): void {
+  if (signal?.aborted === true) throw aborted(verb)
+}
+
+/**
+ * `promise`, or FS_ABORTED as soon as `signal` aborts (the request itself runs to its end in the
+ * world and its reply is dropped: a read is harmless, and mutations check the signal before
+ * they are sent, as upstream's "aborts before atomic publication takes effect").
+ */
+async function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined, verb: string): Promise<T> {
+  if (signal === undefined) return promise
+  if (signal.aborted) {
+    promise.catch(() => undefined)
+    throw aborted(verb)
+  }
+  const stop = Promise.withResolvers<never>()
+  const onAbort = (): void => stop.reject(aborted(verb))
+  signal.addEventListener('abort', onAbort, { once: true })
+  promise.catch(() => undefined)
+  try {
+    return await Promise.race([promise, stop.promise])
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
+}
+
+/** The filesystem half of one remote world (see the module comment). */
+export class RemoteFileSystem extends FileSystem {
+  private readonly owner: WorldOwner
+  private readonly servers: FileServers
+  private readonly configuredCwd: string | undefined
+  private readonly diffBasisMaxBytes: number
+  private readonly canonicalRoots = new Map<string, Promise<string>>()
+  /** What resolve learned of the target it returned, for its first stat (see RESOLVE_STAT_FOLD_MS). */
+  private readonly folded = new WeakMap<FsTarget, { info: FsInfo | undefined; at: number; mutations: number }>()
+  /** Mutations started through this file system (a fold older than one is not used). */
+  private mutations = 0
+
+  /**
+   * @throws FsError FS_IO_ERROR for a relative `cwd` or an unusable `diffBasisMaxBytes`.
+   */
+  constructor(ctx: Context, config: RemoteFileSystemConfig) {
+    super(ctx)
+    if (config.cwd !== undefined && !config.cwd.startsWith('/')) throw new FsError(`the file system's cwd must be an absolute path in the world: ${JSON.stringify(config.cwd)}`, 'FS_IO_ERROR')
+    const limit = config.diffBasisMaxBytes ?? DEFAULT_DIFF_BASIS_MAX_BYTES
+    if (!Number.isSafeInteger(limit) || limit <= 0) throw new FsError(`diffBasisMaxBytes must be a positive safe integer: ${limit}`, 'FS_IO_ERROR')
+    this.owner = config.owner
+    this.servers = new FileServers(config.owner)
+    this.configuredCwd = config.cwd
+    this.diffBasisMaxBytes = limit
+    ctx.effect(() => () => this.servers.dispose(), 'remote file servers')
+  }
+
+  /**
+   * The deployment's default mode when a sandbox policy is composed (every mutation is fenced
+   * by the per-call policy then), else undefined (no fence, as the bare local provider).
+   */
+  override get sandboxMode(): SandboxMode | undefined {
+    return this.ctx.get('sandboxPolicy')?.defaultMode
+  }
+
+  /** The world this file system serves, for messages. */
+  describe(): string {
+    return this.owner.describe()
+  }
+
+  /** The policy of a call that carries none: the deployment's, else none (unconfined). */
+  private standingPolicy(): SandboxExecutionPolicy {
+    const policy = this.ctx.get('sandboxPolicy')
+    return policy === undefined ? { mode: 'danger-full-access', workspaceRoot: '/' } : policy.resolve()
+  }
+
+  private confineFor(policy: SandboxExecutionPolicy): Confine | undefined {
+    const mode = policy.mode
+    if (mode === 'danger-full-access') return undefined
+    return argv => {
+      const sandbox = this.ctx.get('sandbox')
+      if (sandbox === undefined) throw new Error(`this composition has no ctx.sandbox to confine the file server under ${mode} in ${this.owner.describe()}`)
+      return sandbox.confine(argv, { mode, workspaceRoot: policy.workspaceRoot }).argv
+    }
+  }
+
+  /**
+   * The server for `policy` (reads use the standing one).
+   * @throws FsError FS_SANDBOX_DENIED when the world cannot confine it under that mode.
+   */
+  private async server(context: FsErrorContext, policy: SandboxExecutionPolicy = this.standingPolicy()): Promise<ServerChannel> {
+    const confine = this.confineFor(policy)
+    let confined: Confine | undefined = confine
+    if (confine !== undefined) {
+      // Asked here, so a refusal is the sandbox's own words, not a failed start.
+      confined = argv => {
+        try {
+          return confine(argv)
+        } catch (error) {
+          throw new FsError(`cannot ${context.verb} "${context.displayPath}": file access denied under ${policy.mode} mode: ${(error as Error).message}`, 'FS_SANDBOX_DENIED', { cause: error })
+        }
+      }
+    }
+    try {
+      return await this.servers.server(confined, privateRootsOf(this.ctx.get('sandbox')))
+    } catch (error) {
+      throw fsErrorOf(error, context)
+    }
+  }
+
+  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; policy?: SandboxExecutionPolicy } = {}): Promise<ServerReply> {
+    const server = await this.server(context, options.policy)
+    try {
+      return await server.request(code, fields, options)
+    } catch (error) {
+      throw fsErrorOf(error, context)
+    }
+  }
+
+  private async defaultCwd(): Promise<string> {
+    if (this.configuredCwd !== undefined) return this.configuredCwd
+    const root = this.ctx.get('sandboxPolicy')?.workspaceRoot
+    if (root !== undefined && root.startsWith('/')) return root
+    const home = (await this.owner.userEnvironment()).ambient.HOME
+    return home !== undefined && home.startsWith('/') ? home : '/'
+  }
+
+  private async base(cwd: string | undefined): Promise<string> {
+    const fallback = await this.defaultCwd()
+    if (cwd === undefined) return fallback
+    return cwd.startsWith('/') ? cwd : rawJoin(fallback, cwd)
+  }
+
+  /**
+   * Resolve `path` against `opts.cwd` (else the default cwd) to the world's canonical identity:
+   * the realpath of the file, or of its deepest existing ancestor plus the missing rest. One
+   * request.
+   * @throws FsError FS_NOT_FOUND for an empty path, a parent that is a file, a symlink loop;
+   *   FS_PERMISSION_DENIED; FS_ABORTED.
+   */
+  override async resolve(path: string, opts?: { cwd?: string; signal?: AbortSignal }): Promise<FsTarget> {
+    checkAborted(opts?.signal, 'resolve')
+    if (path.trim().length === 0) throw new FsError('file_path must be a non-empty string', 'FS_NOT_FOUND')
+    const base = await this.base(opts?.cwd)
+    const displayPath = displayPathOf(base, path)
+    if (path.includes('\0')) throw new FsError(`cannot resolve "${displayPath}": the path holds a NUL byte`, 'FS_NOT_FOUND')
+    const reply = await abortable(this.request({ verb: 'resolve', displayPath }, 'r', [base, path]), opts?.signal, 'resolve')
+    const fields = decodeFields(reply.payload)
+    const target: FsTarget = { targetKey: FsTargetKey(fields[0]!.toString('utf8')), displayPath }
+    this.folded.set(target, { info: fields[1]?.toString('latin1') === '1' ? infoOf(parseRecord(fields, 2)) : undefined, at: performance.now(), mutations: this.mutations })
+    return target
+  }
+
+  /** The canonical absolute path in the world (the target key itself). */
+  override processPath(target: FsTarget): string {
+    return String(target.targetKey)
+  }
+
+  /** The world path as a percent-encoded `file:` URI (paths.ts `fileUrlOf`). */
+  override fileUrl(target: FsTarget): string {
+    return fileUrlOf(this.processPath(target))
+  }
+
+  /** `child` is `parent` or below it, by their canonical world paths. */
+  override contains(parent: FsTarget, child: FsTarget): boolean {
+    return isWithin(this.processPath(parent), this.processPath(child))
+  }
+
+  /**
+   * Metadata of the target (following symlinks), undefined when absent. One request, or none for
+   * the first stat of a target `resolve` returned within the last 50 ms (resolve read it then).
+   * @throws FsError FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
+   */
+  override async stat(target: FsTarget, signal?: AbortSignal): Promise<FsInfo | undefined> {
+    checkAborted(signal, 'stat')
+    const folded = this.folded.get(target)
+    if (folded !== undefined) {
+      this.folded.delete(target)
+      if (folded.mutations === this.mutations && performance.now() - folded.at <= RESOLVE_STAT_FOLD_MS) return folded.info
+    }
+    const reply = await abortable(this.request({ verb: 'stat', displayPath: target.displayPath }, 's', [this.processPath(target), '1']), signal, 'stat')
+    return reply.code === 'A' ? undefined : infoOf(parseRecord(decodeFields(reply.payload), 0))
+  }
+
+  /**
+   * Metadata of the path entry itself (a final symlink is reported as `symlink`). The path is
+   * joined to `opts.cwd` without lexical clean-up (the world's kernel walks it).
+   * @throws FsError FS_NOT_FOUND for an empty path; FS_PERMISSION_DENIED; FS_ABORTED.
+   */
+  override async lstat(path: string, opts?: { cwd?: string }, signal?: AbortSignal): Promise<FsPathInfo | undefined> {
+    checkAborted(signal, 'lstat')
+    if (path.trim().length === 0) throw new FsError('file_path must be a non-empty string', 'FS_NOT_FOUND')
+    const base = await this.base(opts?.cwd)
+    const displayPath = displayPathOf(base, path)
+    if (path.includes('\0')) throw new FsError(`cannot lstat "${displayPath}": the path holds a NUL byte`, 'FS_NOT_FOUND')
+    const reply = await abortable(this.request({ verb: 'lstat', displayPath }, 's', [rawJoin(base, path), '0']), signal, 'lstat')
+    if (reply.code === 'A') return undefined
+    const record = parseRecord(decodeFields(reply.payload), 0)
+    return { version: record.version, type: record.type, size: record.size }
+  }
+
+  /** The whole file's bytes and the version of what was read (one request). */
+  private async readWhole(target: FsTarget, verb: 'read' | 'edit', maxBytes: number | undefined, signal: AbortSignal | undefined): Promise<{ bytes: Buffer; version: FsVersion }> {
+    const chunks: Buffer[] = []
+    let total = 0
+    const reply = await abortable(this.request({ verb, displayPath: target.displayPath }, 'o', [this.processPath(target), maxBytes === undefined ? '' : String(maxBytes)], {
+      onData: chunk => {
+        chunks.push(chunk)
+        total += chunk.length
+      },
+    }), signal, verb)
+    return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total), version: parseRecord(decodeFields(reply.payload), 0).version }
+  }
+
+  /**
+   * The whole regular file as UTF-8 text. One request.
+   * @throws FsError FS_NOT_FOUND, FS_NOT_REGULAR_FILE, FS_NOT_TEXT (binary or invalid UTF-8),
+   *   FS_PERMISSION_DENIED, FS_IO_ERROR (the world was lost), FS_ABORTED.
+   */
+  override async readText(target: FsTarget, signal?: AbortSignal): Promise<string> {
+    checkAborted(signal, 'read')
+    const { bytes } = await this.readWhole(target, 'read', undefined, signal)
+    return decodeText(bytes, 'read', target.displayPath, true)
+  }
+
+  /**
+   * The file as decoded chunks, read 256 KiB at a time from an open descriptor in the world (a
+   * consumer that stops early closes it; nothing is held but one chunk ahead). The file is
+   * opened at the first iteration, as upstream's generator does.
+   * @throws (while iterating) the errors of {@link readText}.
+   */
+  override async streamText(target: FsTarget, signal?: AbortSignal): Promise<AsyncIterable<string>> {
+    const context: FsErrorContext = { verb: 'read', displayPath: target.displayPath }
+    const path = this.processPath(target)
+    const open = (): Promise<ServerReply> => this.request(context, 'f', [path])
+    const serverOf = (): Promise<ServerChannel> => this.server(context)
+    async function* chunks(): AsyncGenerator<string> {
+      checkAborted(signal, 'read')
+      const opened = await abortable(open(), signal, 'read')
+      const handle = decodeFields(opened.payload)[0]!.toString('latin1')
+      const server = await serverOf()
+      const decoder = new TextStreamDecoder(target.displayPath)
+      const pread = (offset: number): Promise<Buffer> => server.request('g', [handle, String(offset), String(STREAM_CHUNK_BYTES)]).then(reply => reply.payload, error => { throw fsErrorOf(error, context) })
+      let offset = 0
+      let next = pread(offset)
+      try {
+        for (;;) {
+          const chunk = await abortable(next, signal, 'read')
+          if (chunk.length === 0) break
+          offset += chunk.length
+          // One chunk ahead while this one is decoded and consumed.
+          next = pread(offset)
+          next.catch(() => undefined)
+          const text = decoder.decode(chunk)
+          if (text.length > 0) yield text
+        }
+        const rest = decoder.decode(undefined)
+        if (rest.length > 0) yield rest
+      } finally {
+        server.request('c', [handle]).catch(() => undefined)
+      }
+    }
+    return chunks()
+  }
+
+  /**
+   * The whole regular file's bytes, at most `maxBytes` (the server stops one byte past the
+   * bound, so a file that grows after its stat is refused, never buffered). One request.
+   * @throws FsError FS_TOO_LARGE past `maxBytes`; FS_NOT_FOUND, FS_NOT_REGULAR_FILE,
+   *   FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED; FS_IO_ERROR for a negative or fractional bound.
+   */
+  override async readBytes(target: FsTarget, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
+    checkAborted(signal, 'read')
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new FsError(`readBytes maxBytes must be a non-negative safe integer, got ${maxBytes}`, 'FS_IO_ERROR')
+    const { bytes } = await this.readWhole(target, 'read', maxBytes, signal)
+    return bytes
+  }
+
+  /**
+   * The directory's children in stable name order (upstream's `localeCompare`, ties by code
+   * unit), each with its type after following symlinks (`other` for a broken one, without
+   * metadata), a resolved target and its size and version. Contents are never read. One request.
+   * @throws FsError FS_NOT_FOUND, FS_NOT_DIRECTORY, FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
+   */
+  override async listDir(target: FsTarget, signal?: AbortSignal): Promise<FsDirEntry[]> {
+    checkAborted(signal, 'list')
+    const parts: Buffer[] = []
+    await abortable(this.request({ verb: 'list', displayPath: target.displayPath, notDirectory: 'FS_NOT_DIRECTORY' }, 'l', [this.processPath(target)], { onData: chunk => parts.push(chunk) }), signal, 'list')
+    const dir = this.processPath(target)
+    const entries: FsDirEntry[] = []
+    for (const part of parts) {
+      const fields = decodeFields(part)
+      for (let at = 0; at + 5 <= fields.length; at += 5) {
+        const name = fields[at]!.toString('utf8')
+        const kind = fields[at + 1]!.toString('latin1')
+        const linked = fields[at + 4]!.toString('utf8')
+        const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : 'other'
+        const key = linked.length > 0 ? linked : dir === '/' ? `/${name}` : `${dir}/${name}`
+        entries.push({
+          name,
+          type,
+          target: { targetKey: FsTargetKey(key), displayPath: displayPathOf(target.displayPath, name) },
+          ...(kind !== '-' ? { version: FsVersion(fields[at + 3]!.toString('latin1')) } : {}),
+          ...(type === 'file' ? { size: Number(fields[at + 2]!.toString('latin1')) } : {}),
+        })
+      }
+    }
+    return entries.sort((left, right) => left.name.localeCompare(right.name) || (left.name < right.name ? -1 : left.name > right.name ? 1 : 0))
+  }
+
+  /** The canonical world path of a writable root (kept per spelling). */
+  private canonicalRoot(root: string): Promise<string> {
+    let pending = this.canonicalRoots.get(root)
+    if (pending === undefined) {
+      const resolving = this.resolve(root, { cwd: '/' }).then(target => this.processPath(target))
+      pending = resolving
+      this.canonicalRoots.set(root, resolving)
+      resolving.catch(() => { if (this.canonicalRoots.get(root) === resolving) this.canonicalRoots.delete(root) })
+    }
+    return pending
+  }
+
+  /**
+   * The fence of one mutation (see the module comment): the target to mutate (re-resolved now
+   * under workspace-write) and the roots the server re-checks (none: unfenced).
+   * @throws FsError FS_SANDBOX_DENIED under read-only, or outside the writable roots.
+   */
+  private async fenced(target: FsTarget, verb: 'write' | 'edit', policy: SandboxExecutionPolicy): Promise<{ target: FsTarget; roots: string[] }> {
+    if (policy.mode === 'danger-full-access') return { target, roots: [] }
+    if (policy.mode === 'read-only') throw new FsError(`cannot ${verb} "${target.displayPath}": file access denied under read-only mode`, 'FS_SANDBOX_DENIED')
+    // The world's /tmp too, as upstream's writable roots, unless the confinement gives each
+    // program a private one (bubblewrap): a file written there would be seen by nobody.
+    const temp = privateRootsOf(this.ctx.get('sandbox')).some(root => isWithin(root, '/tmp')) ? [] : ['/tmp']
+    const roots = await Promise.all([policy.workspaceRoot, ...temp].map(root => this.canonicalRoot(root)))
+    // Fresh: a symlink of an ancestor swapped since the caller resolved shows now.
+    const fresh = await this.resolve(this.processPath(target), { cwd: '/' })
+    if (!roots.some(root => isWithin(root, this.processPath(fresh)))) {
+      throw new FsError(`cannot ${verb} "${target.displayPath}": file access denied under workspace-write mode`, 'FS_SANDBOX_DENIED')
+    }
+    return { target: { targetKey: fresh.targetKey, displayPath: target.displayPath }, roots }
+  }
+
+  /** One publication by the server (see server/fsd.c `op_write`). */
+  private async publish(target: FsTarget, verb: 'write' | 'edit', content: Buffer, guard: { kind: 'n' | 'c' | 'v' | 'h'; version?: string; sha256?: string }, beforeLimit: number, roots: readonly string[], policy: SandboxExecutionPolicy): Promise<{ operation: 'create' | 'update'; version: FsVersion; before: Buffer | undefined }> {
+    // Counted at the start and at the end: a resolve answered while this was in flight does not fold.
+    this.mutations += 1
+    try {
+      const fields = [this.processPath(target), guard.kind, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
+      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy })
+      const out = decodeFields(reply.payload)
+      const record = parseRecord(out, 1)
+      return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? out[8] : undefined }
+    } finally {
+      this.mutations += 1
+    }
+  }
+
+  /**
+   * Atomically create or replace the file with `content` (UTF-8). Missing parent directories
+   * are made. An existing file keeps its mode and owner (a write that cannot keep its owner is
+   * refused, never silently re-owned); a new one gets 0666 less the world's umask.
+   * @param expected - `createIfAbsent` publishes without replacing (FS_NOT_OBSERVED when a file
+   *   is there, even one created a moment before by someone else); `replaceIfVersion` replaces
+   *   only that version (FS_STALE_VERSION), checked under the lock; omitted: unconditional.
+   * @param sandboxPolicy - the call's mode and workspace root (default: the deployment's).
+   * @throws FsError FS_SANDBOX_DENIED, FS_NOT_OBSERVED, FS_STALE_VERSION, FS_NOT_REGULAR_FILE,
+   *   FS_PERMISSION_DENIED, FS_NOT_FOUND (a parent is a file), FS_IO_ERROR (disk full, the
+   *   world lost: nothing was published), FS_ABORTED (before anything was sent).
+   */
+  override async writeText(target: FsTarget, content: string, expected?: FsWriteIntent, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsWriteOutcome> {
+    checkAborted(signal, 'write')
+    const policy = sandboxPolicy ?? this.standingPolicy()
+    const fence = await this.fenced(target, 'write', policy)
+    checkAborted(signal, 'write')
+    const bytes = Buffer.from(content, 'utf8')
+    const guard = expected === undefined ? { kind: 'n' as const } : expected.kind === 'createIfAbsent' ? { kind: 'c' as const } : { kind: 'v' as const, version: expected.version }
+    // The replaced file is the diff basis when both sides are under the limit (upstream's rule).
+    const beforeLimit = bytes.length < this.diffBasisMaxBytes ? this.diffBasisMaxBytes : 0
+    const published = await this.publish(fence.target, 'write', bytes, guard, beforeLimit, fence.roots, policy)
+    return {
+      operation: published.operation,
+      version: published.version,
+      before: published.operation === 'update' && published.before !== undefined ? diffBasis(published.before) : null,
+      after: normalizeLineEndings(content),
+    }
+  }
+
+  /**
+   * Replace literal text (see {@link applyLiteralEdit}) and publish atomically, keeping the
+   * file's line endings, mode and owner. The guard is checked before matching.
+   * @param expected - the version the caller read; a file at another version (or gone) is
+   *   FS_STALE_VERSION, also when it changes between this read and the publication.
+   * @throws FsError FS_STALE_VERSION (also for a missing file, guarded or not), FS_EDIT_NOT_FOUND,
+   *   FS_AMBIGUOUS_EDIT, FS_NOT_TEXT, FS_NOT_REGULAR_FILE, FS_SANDBOX_DENIED,
+   *   FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
+   */
+  override async editText(target: FsTarget, edit: FsEditRequest, expected?: { version: FsVersion }, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsEditOutcome> {
+    checkAborted(signal, 'edit')
+    const policy = sandboxPolicy ?? this.standingPolicy()
+    const fence = await this.fenced(target, 'edit', policy)
+    const stale = (): FsError => new FsError(`cannot edit "${target.displayPath}": file changed since it was read`, 'FS_STALE_VERSION')
+    for (let attempt = 1; ; attempt += 1) {
+      let read: { bytes: Buffer; version: FsVersion }
+      try {
+        read = await this.readWhole(fence.target, 'edit', undefined, signal)
+      } catch (error) {
+        if (error instanceof FsError && error.code === 'FS_NOT_FOUND') throw stale()
+        throw error
+      }
+      if (expected !== undefined && read.version !== expected.version) throw stale()
+      const raw = decodeText(read.bytes, 'edit', target.displayPath, false)
+      const original = normalizeLineEndings(raw)
+      const edited = applyLiteralEdit(original, edit.oldString, edit.newString, edit.replaceAll, target.displayPath)
+      const content = Buffer.from(restoreLineEndings(edited.content, detectLineEndings(raw)), 'utf8')
+      checkAborted(signal, 'edit')
+      try {
+        const published = await this.publish(fence.target, 'edit', content, { kind: 'h', version: read.version, sha256: createHash('sha256').update(read.bytes).digest('hex') }, 0, fence.roots, policy)
+        return { version: published.version, before: original, after: edited.content }
+      } catch (error) {
+        const lostRace = error instanceof FsError && error.code === 'FS_STALE_VERSION'
+        if (!lostRace || expected !== undefined || attempt >= EDIT_ATTEMPTS) throw lostRace ? stale() : error
+      }
+    }
+  }
+}
+
+/** Options of {@link mountRemoteFileSystem}: those of {@link RemoteFileSystemConfig} but the owner. */
+export type RemoteFileSystemOptions = Omit<RemoteFileSystemConfig, 'owner'>
+
+/**
+ * Register `ctx.fs` over the world of `ctx.subprocess` (the `dsh-remote-worlds/fs` plugin and
+ * openWorld both mount it so).
+ * @throws InvalidArgumentError when `ctx.subprocess` is not a runtime of this package.
+ */
+export async function mountRemoteFileSystem(ctx: Context, options: RemoteFileSystemOptions = {}): Promise<void> {
+  const owner = worldOwnerOf(ctx.get('subprocess'))
+  if (owner === undefined) throw new InvalidArgumentError('dsh-remote-worlds/fs serves the world of ctx.subprocess, which must come from dsh-remote-worlds/docker or dsh-remote-worlds/ssh (mount one of them first)')
+  await ctx.plugin(RemoteFileSystem, { ...options, owner })
+}
+
+export default RemoteFileSystem

@@ -1,0 +1,224 @@
+/**
+ * The client of one world file server (server/fsd.c) over the stdin/stdout of its remote
+ * process. Requests are written as soon as they are made (pipelined); the server answers them
+ * one at a time, in order, so a reply's frames never interleave with another's.
+ * @module dsh-remote-worlds/files/server-channel
+ */
+import type { Readable, Writable } from 'node:stream'
+import { type Frame, FrameDecoder, PROTOCOL_VERSION, decodeFields, encodeFields, encodeFrame } from './protocol.ts'
+
+/** The byte streams of the server's remote process. */
+export interface ServerTransport {
+  readonly stdin: Writable
+  readonly stdout: Readable
+  /** Release the transport (close the exec / channel). Must not throw. */
+  close(): void
+}
+
+/** What the server reports about itself at start (its hello). */
+export interface ServerInfo {
+  uid: number
+  gid: number
+  /** Its pid in the world (in its own pid namespace under bubblewrap). */
+  pid: number
+  /** `x86_64` or `aarch64`. */
+  arch: string
+  /** Its umask, as three octal digits (new files get 0666 less it). */
+  umask: string
+}
+
+/** The server refused a request: `code` is an errno name (`ENOENT`) or one of its own (`STALE`, ...). */
+export class ServerRefusal extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message)
+    this.name = 'ServerRefusal'
+  }
+}
+
+/** The server's process or its transport ended (the world died, the connection dropped). */
+export class ServerLostError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ServerLostError'
+  }
+}
+
+/** A request's reply: `K` with its payload, or `A` (absent). */
+export interface ServerReply {
+  code: 'K' | 'A'
+  payload: Buffer
+}
+
+interface Pending {
+  resolve(reply: ServerReply): void
+  reject(error: Error): void
+  onData: ((chunk: Buffer) => void) | undefined
+}
+
+const HELLO_TIMEOUT_MS = 15_000
+
+/**
+ * One live file server. Methods reject with {@link ServerRefusal} for the server's own "no",
+ * and {@link ServerLostError} once the transport ended (every request in flight then too).
+ */
+export class ServerChannel {
+  /** The server's hello. */
+  readonly info: ServerInfo
+  private readonly transport: ServerTransport
+  private readonly pending = new Map<number, Pending>()
+  private nextId = 1
+  private failure: ServerLostError | undefined
+  private readonly closedPromise = Promise.withResolvers<void>()
+  private readonly where: string
+
+  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void): void }, info: ServerInfo, where: string) {
+    this.transport = transport
+    this.info = info
+    this.where = where
+    decoder.replace(this.onFrame)
+    transport.stdout.once('end', () => this.fail(new ServerLostError(`the file server in ${where} ended`)))
+    transport.stdout.once('close', () => this.fail(new ServerLostError(`the file server's channel in ${where} closed`)))
+    transport.stdout.on('error', (error: Error) => this.fail(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error })))
+    transport.stdin.on('error', (error: Error) => this.fail(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error })))
+  }
+
+  /**
+   * Wait for the server's hello on `transport`.
+   * @param where - world description for messages.
+   * @throws ServerLostError when the transport ends first, or no hello comes within 15 s, or the
+   *   hello names another protocol (the message says what the world printed instead).
+   */
+  static open(transport: ServerTransport, where: string): Promise<ServerChannel> {
+    const ready = Promise.withResolvers<ServerChannel>()
+    let onFrame = (frame: Frame): void => {
+      if (frame.id !== 0 || frame.code !== 'H') {
+        finish(new ServerLostError(`the file server in ${where} did not start: it answered ${JSON.stringify(frame.code)} before its hello`))
+        return
+      }
+      const fields = decodeFields(frame.payload).map(field => field.toString('utf8'))
+      if (fields[0] !== 'dsh-fsd' || fields[1] !== PROTOCOL_VERSION) {
+        finish(new ServerLostError(`the file server in ${where} speaks ${JSON.stringify(fields.slice(0, 2).join(' '))}, not dsh-fsd ${PROTOCOL_VERSION}`))
+        return
+      }
+      const info: ServerInfo = { uid: Number(fields[2]), gid: Number(fields[3]), pid: Number(fields[4]), arch: fields[5] ?? 'unknown', umask: fields[6] ?? '022' }
+      cleanup()
+      ready.resolve(new ServerChannel(transport, holder, info, where))
+    }
+    const decoder = new FrameDecoder(frame => onFrame(frame))
+    const holder = { replace: (next: (frame: Frame) => void): void => { onFrame = next } }
+    let said = ''
+    const onData = (chunk: Buffer): void => {
+      // Until the hello arrives, what a world printed instead (a refusal, a shell's message)
+      // is kept for the error; a hello is binary and starts with its length's low byte.
+      if (said.length < 400) said += chunk.toString('latin1')
+      try {
+        decoder.push(chunk)
+      } catch (error) {
+        finish(new ServerLostError(`the file server in ${where} sent a malformed hello: ${(error as Error).message}`))
+      }
+    }
+    const text = (): string => said.replace(/[^\x20-\x7e\n]/g, '').trim().slice(0, 200)
+    const onEnd = (): void => finish(new ServerLostError(`the file server in ${where} ended before it started${text().length > 0 ? `: ${JSON.stringify(text())}` : ''}`))
+    const onError = (error: Error): void => finish(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error }))
+    const timer = setTimeout(() => finish(new ServerLostError(`the file server in ${where} did not answer within ${HELLO_TIMEOUT_MS} ms`)), HELLO_TIMEOUT_MS)
+    const cleanup = (): void => {
+      clearTimeout(timer)
+      transport.stdout.off('end', onEnd)
+      transport.stdout.off('close', onEnd)
+      transport.stdout.off('error', onError)
+    }
+    const finish = (error: ServerLostError): void => {
+      cleanup()
+      transport.stdout.off('data', onData)
+      transport.close()
+      ready.reject(error)
+    }
+    transport.stdout.on('data', onData)
+    transport.stdout.once('end', onEnd)
+    transport.stdout.once('close', onEnd)
+    transport.stdout.once('error', onError)
+    // The server writes first; our stdin may fail (EPIPE) when it never started.
+    transport.stdin.on('error', () => undefined)
+    if (transport.stdout.destroyed) onEnd()
+    return ready.promise
+  }
+
+  /** True until the transport ended. */
+  get alive(): boolean {
+    return this.failure === undefined
+  }
+
+  /** Resolves when the channel ended for any reason. */
+  get closed(): Promise<void> {
+    return this.closedPromise.promise
+  }
+
+  /**
+   * Send one request.
+   * @param code - the operation letter.
+   * @param fields - its fields.
+   * @param options.content - raw bytes written right after the frame (a write's content).
+   * @param options.onData - receives each `D` frame's payload of the reply, in order.
+   * @throws ServerRefusal for an `E` reply; ServerLostError when the channel ended.
+   */
+  request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void } = {}): Promise<ServerReply> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    const id = this.nextId++
+    if (this.nextId > 0xffff_fff0) this.nextId = 1
+    const reply = Promise.withResolvers<ServerReply>()
+    this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData })
+    this.transport.stdin.write(encodeFrame(id, code, encodeFields(fields)))
+    if (options.content !== undefined && options.content.length > 0) this.transport.stdin.write(options.content)
+    return reply.promise
+  }
+
+  /** End the server (a quit request, then stdin EOF) and release the transport. Idempotent. */
+  close(): void {
+    if (this.failure === undefined) {
+      try {
+        this.transport.stdin.write(encodeFrame(0, 'q'))
+        this.transport.stdin.end()
+      } catch {
+        // The transport is already gone.
+      }
+    }
+    this.fail(new ServerLostError(`the file server in ${this.where} was closed`))
+  }
+
+  private readonly onFrame = (frame: Frame): void => {
+    const waiter = this.pending.get(frame.id)
+    if (waiter === undefined) return
+    switch (frame.code) {
+      case 'D':
+        waiter.onData?.(frame.payload)
+        return
+      case 'K':
+      case 'A':
+        this.pending.delete(frame.id)
+        waiter.resolve({ code: frame.code, payload: frame.payload })
+        return
+      case 'E': {
+        this.pending.delete(frame.id)
+        const [code, message] = decodeFields(frame.payload).map(field => field.toString('utf8'))
+        waiter.reject(new ServerRefusal(code ?? 'EOTHER', message ?? 'the file server refused'))
+        return
+      }
+      default:
+        this.fail(new ServerLostError(`the file server in ${this.where} sent an unknown reply ${JSON.stringify(frame.code)}`))
+    }
+  }
+
+  private fail(error: ServerLostError): void {
+    if (this.failure !== undefined) return
+    this.failure = error
+    for (const waiter of this.pending.values()) waiter.reject(error)
+    this.pending.clear()
+    try {
+      this.transport.stdin.end()
+    } catch {
+      // Already gone.
+    }
+    this.transport.close()
+    this.closedPromise.resolve()
+  }
+}

