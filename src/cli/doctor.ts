@@ -12,6 +12,7 @@ import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
 import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
+import { filesChecks } from './doctor-files.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
 
@@ -144,6 +145,7 @@ export async function diagnose(world: RemoteWorld, cwd: string, options: { termi
     await terminal?.terminate().catch(() => undefined)
   }
   checks.push(await terminalRepliesCheck(world, cwd, options.terminal, options.shell).catch((error: unknown) => ({ name: 'terminal replies', ok: false, detail: `could not run the check: ${(error as Error).message}` })))
+  checks.push(...await filesChecks(world, cwd))
   return checks
 }
 

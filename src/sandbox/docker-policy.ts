@@ -15,6 +15,10 @@
  * and `/dev/mqueue` writable (private, ephemeral, like bubblewrap's `--dev`), and makes its own
  * `/etc/hosts`, `/etc/hostname`, `/etc/resolv.conf` read-only under a read-only rootfs.
  *
+ * `/tmp` is mounted `exec` (Docker mounts a tmpfs noexec unless told otherwise): a program the
+ * agent builds there runs, and so does the file server the filesystem half copies in when the
+ * read-only rootfs leaves the user no writable HOME (src/files, providers/remote/world-tools).
+ *
  * `/tmp` under read-only: a private tmpfs, per the project design. It is container-private and
  * vanishes with the container, so no persistent file effect is possible through it; it counts
  * against the memory limit.
@@ -193,7 +197,7 @@ export function dockerCreateOptions(spec: DockerSandboxSpec): Docker.ContainerCr
     HostConfig: {
       ReadonlyRootfs: true,
       Mounts: mounts,
-      Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${tmpBytes},mode=1777` },
+      Tmpfs: { '/tmp': `rw,exec,nosuid,nodev,size=${tmpBytes},mode=1777` },
       CapDrop: ['ALL'],
       SecurityOpt: ['no-new-privileges:true'],
       NetworkMode: 'none',

@@ -1,6 +1,6 @@
 /**
- * The package as a user installs it, for loader tests: `tsc` output plus control.sh (what the
- * `build` script makes) with the package.json, installed into a DSH profile's node_modules,
+ * The package as a user installs it, for loader tests: `tsc` output plus control.sh and the
+ * world tools (what the `build` script makes) with the package.json, installed into a DSH profile's node_modules,
  * where the upstream loader resolves plugin names from the profile's `cordis.yml`.
  */
 import { execFile } from 'node:child_process'
@@ -29,6 +29,8 @@ export async function buildProfile(tmp: string): Promise<BuiltProfile> {
   const profile = join(tmp, 'profile')
   await promisify(execFile)(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.json'), '--outDir', join(pkg, 'dist')], { cwd: ROOT })
   copyFileSync(join(ROOT, 'src/providers/remote/control.sh'), join(pkg, 'dist/src/providers/remote/control.sh'))
+  // The world tools (the file server, ripgrep), built by the pretest step as by `npm run build`.
+  symlinkSync(join(ROOT, 'dist/world-tools'), join(pkg, 'dist/world-tools'))
   copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'))
   symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'))
   mkdirSync(join(profile, 'node_modules'), { recursive: true })

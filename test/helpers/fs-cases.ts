@@ -308,6 +308,17 @@ export function fsCases(world: FsWorld): void {
         await expect(fs.writeText(target, 'v5', { kind: 'replaceIfVersion', version: second.version })).rejects.toThrow(`cannot write "${dir}/guarded.txt": file no longer exists`)
       })
 
+      it('every write gives a new version, even same-size rewrites within one clock tick whose inode is reused', async () => {
+        const target = await at('churn.txt')
+        const versions: string[] = []
+        for (let i = 0; i < 50; i += 1) versions.push((await fs.writeText(target, i % 2 === 0 ? 'AAAA' : 'BBBB')).version)
+        expect(new Set(versions).size).toBe(50)
+        // So a guard on an old version never passes against a later state that looks the same.
+        const old = versions[0]!
+        await expect(fs.writeText(target, 'CCCC', { kind: 'replaceIfVersion', version: old as never })).rejects.toThrow(`cannot write "${dir}/churn.txt": file changed since it was read`)
+        expect(await sh(`cat ${dir}/churn.txt`)).toBe('BBBB')
+      })
+
       it('refuses a directory target (FS_NOT_REGULAR_FILE) and a parent that is a file (FS_NOT_FOUND)', async () => {
         await sh(`mkdir -p ${dir}/a-folder && echo f > ${dir}/a-file`)
         await expect(fs.writeText(await at('a-folder'), 'x')).rejects.toThrow(`cannot write "${dir}/a-folder": not a regular file`)

@@ -28,7 +28,10 @@ const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-packed-'))
 const home = join(tmp, 'dsh-home')
 /** The scratch project, which is also the DSH profile `packed` (a profile is a package directory). */
 const project = join(home, 'profiles', 'packed')
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; peerDependencies: Record<string, string> }
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; peerDependencies: Record<string, string>; devDependencies: Record<string, string> }
+const devDependencies = pkg.devDependencies
+/** The upstream packages of the file tools the stand-in dsh-base mounts (dsh-base has them all). */
+const BUNDLE_TOOLS = ['@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-system-prompt', '@deepseek-ai/dsh-llm', '@deepseek-ai/dsh-tool-fs', '@deepseek-ai/dsh-fs-observation-policy'] as const
 let tarball: string
 /** The tarball's files, as `npm pack --json` lists them. */
 let packedFiles: string[]
@@ -53,7 +56,8 @@ beforeAll(async () => {
     name: 'dsh-profile-packed',
     private: true,
     type: 'module',
-    dependencies: { [pkg.name]: `file:${tarball}`, ...pkg.peerDependencies },
+    // The peers, and the upstream tool packages the bundle test's stand-in base mounts.
+    dependencies: { [pkg.name]: `file:${tarball}`, ...pkg.peerDependencies, ...Object.fromEntries(BUNDLE_TOOLS.map(name => [name, devDependencies[name]!])) },
     dsh: { profile: { bundles: ['test-base', pkg.name] } },
   }, null, 2)}\n`)
   // From npm's cache when it has them (the project's own install put them there).
@@ -82,6 +86,13 @@ describe('the packed tarball', () => {
       'dist/src/plugins/docker.js',
       'dist/src/providers/remote/control.sh',
       'dist/src/emulator/worker.js',
+      'dist/src/plugins/fs.js',
+      'dist/world-tools/linux-x86_64/dsh-fsd',
+      'dist/world-tools/linux-x86_64/rg',
+      'dist/world-tools/linux-x86_64/rg.LICENSE',
+      'dist/world-tools/linux-aarch64/dsh-fsd',
+      'dist/world-tools/linux-aarch64/rg',
+      'dist/world-tools/linux-aarch64/rg.LICENSE',
     ]))
     // The upstream packages are peers, installed once beside it: one cordis in the project.
     const cordisCopies = readdirSync(join(project, 'node_modules', pkg.name)).includes('node_modules')
@@ -138,8 +149,9 @@ describe('the packed package as a DSH bundle', () => {
   const saved = { cwd: process.cwd(), env: { ...process.env } }
 
   beforeAll(() => {
-    // A stand-in for dsh-base: the rows a profile starts from, the local `subprocess` and
-    // `sandbox` rows included. Their packages are not installed: the bundle must disable them.
+    // A stand-in for dsh-base: the rows a profile starts from, the local `subprocess`,
+    // `sandbox` and `fs-sandbox` rows included (their packages are not installed: the bundle
+    // must disable them), and dsh-base's file tools, which must then act in the world.
     const base = join(project, 'node_modules', 'test-base')
     mkdirSync(base, { recursive: true })
     writeFileSync(join(base, 'package.json'), JSON.stringify({ name: 'test-base', version: '1.0.0', dsh: { bundle: { patch: './cordis.patch.yml' } } }))
@@ -161,6 +173,16 @@ describe('the packed package as a DSH bundle', () => {
         workspaceRoot: !!js process.cwd()
     - id: terminal-bash
       name: '@deepseek-ai/dsh-terminal-bash'
+    - id: fs-sandbox
+      name: '@deepseek-ai/dsh-fs-sandbox'
+    - id: system-prompt
+      name: '@deepseek-ai/dsh-system-prompt'
+    - id: tools
+      name: '@deepseek-ai/dsh-tools'
+    - id: fs-observation-policy
+      name: '@deepseek-ai/dsh-fs-observation-policy'
+    - id: tool-fs
+      name: '@deepseek-ai/dsh-tool-fs'
 `)
     writeFileSync(join(project, 'cordis.yml'), '[]\n')
     writeFileSync(join(project, 'cordis.patch.yml'), '[]\n')
@@ -195,6 +217,13 @@ describe('the packed package as a DSH bundle', () => {
     expect(facts).toContain(`host=${info.Config.Hostname} uid=1000 pwd=${workspace}`)
     expect(facts).toContain('hello from the project')
     expect(facts).toContain("touch: cannot touch 'denied': Read-only file system")
+
+    // The file tools act in the same world: ctx.fs is this package's, reading the container's
+    // workspace, and the read-only mode refuses the write tool with the sandbox marker.
+    expect(ctx.get('fs')?.constructor.name).toBe('RemoteFileSystem')
+    const tool = (name: string, args: Record<string, unknown>): Promise<unknown> => ctx!.get('tools')!.execute({ signal: new AbortController().signal, callId: `call-${name}` as never, name, arguments: args })
+    expect(JSON.stringify(await tool('read', { file_path: 'hello.txt' }))).toContain('hello from the project')
+    expect(JSON.stringify(await tool('write', { file_path: 'new.txt', content: 'x' }))).toContain('[sandbox: file access denied under read-only mode]')
     await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
     ctx = undefined
     await expect(docker.getContainer(world.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })

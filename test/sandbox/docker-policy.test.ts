@@ -37,7 +37,7 @@ describe('dockerCreateOptions', () => {
       HostConfig: {
         ReadonlyRootfs: true,
         Mounts: [{ Type: 'bind', Source: '/srv/project', Target: '/workspace', ReadOnly: true }],
-        Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=268435456,mode=1777' },
+        Tmpfs: { '/tmp': 'rw,exec,nosuid,nodev,size=268435456,mode=1777' },
         ...HARDENING,
       },
     })
@@ -56,7 +56,7 @@ describe('dockerCreateOptions', () => {
       HostConfig: {
         ReadonlyRootfs: true,
         Mounts: [{ Type: 'volume', Source: 'proj-data', Target: '/work', ReadOnly: false }],
-        Tmpfs: { '/tmp': 'rw,nosuid,nodev,size=1048576,mode=1777' },
+        Tmpfs: { '/tmp': 'rw,exec,nosuid,nodev,size=1048576,mode=1777' },
         ...HARDENING,
         PidsLimit: 64,
         Memory: 268435456,

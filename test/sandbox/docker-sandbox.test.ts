@@ -62,7 +62,7 @@ describe('read-only (managed container created from the policy)', () => {
     expect(info.HostConfig.SecurityOpt).toEqual(['no-new-privileges:true'])
     expect(info.HostConfig.NetworkMode).toBe('none')
     expect(info.HostConfig.Init).toBe(true)
-    expect(info.HostConfig.Tmpfs).toEqual({ '/tmp': 'rw,nosuid,nodev,size=268435456,mode=1777' })
+    expect(info.HostConfig.Tmpfs).toEqual({ '/tmp': 'rw,exec,nosuid,nodev,size=268435456,mode=1777' })
     expect([info.HostConfig.PidsLimit, info.HostConfig.Memory, info.HostConfig.NanoCpus]).toEqual([512, 2147483648, 2000000000])
     expect(info.Mounts.map(mount => [mount.Type, mount.Source, mount.Destination, mount.RW])).toEqual([['bind', workspace.path, '/workspace', false]])
 

@@ -707,6 +707,22 @@ static int read_before(int dfd, const char *name, long long limit, buf_t *b) {
 
 static unsigned temp_counter;
 
+/* Now, to the nanosecond, and later than the last time this server took (so two publications
+ * by one server never share an mtime). The kernel stamps writes with a coarse clock (one tick,
+ * ~4 ms here), so two replacements of a file within one tick, whose new inode may reuse the old
+ * one's number, could otherwise carry the same version. */
+static struct timespec unique_now(void) {
+  static struct timespec last;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  if (now.tv_sec < last.tv_sec || (now.tv_sec == last.tv_sec && now.tv_nsec <= last.tv_nsec)) {
+    now = last;
+    if (++now.tv_nsec >= 1000000000L) { now.tv_nsec = 0; now.tv_sec++; }
+  }
+  last = now;
+  return now;
+}
+
 /*
  * write: fields path, guard (n unconditional | c createIfAbsent | v replaceIfVersion |
  * h replaceIfVersion and the content's SHA-256), expected version, expected hash, before limit
@@ -834,12 +850,18 @@ static void op_write(uint32_t id, fields_t *f) {
     if (fchmod(tfd, 0666 & ~mask) != 0) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot set the new file's mode"); }
   }
   if (fail_code == NULL && fail_errno == 0) {
+    struct timespec stamp[2] = { unique_now(), { 0, UTIME_OMIT } };
+    stamp[1] = stamp[0];
+    futimens(tfd, stamp);
+  }
+  if (fail_code == NULL && fail_errno == 0) {
     buf_str(&b, exists ? "update" : "create");
     int published = guard[0] == 'c' ? linkat(dfd, temp, dfd, name, 0) : 0;
     if (guard[0] == 'c' && published != 0) {
       if (errno == EEXIST) { fail_code = "EXISTS"; snprintf(fail_text, sizeof fail_text, "the file exists"); }
       else { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot create"); }
     }
+    if (guard[0] == 'c' && published == 0) unlinkat(dfd, temp, 0); /* now, not after the stat below: dropping the link changes the file's ctime, so its version */
     buf_t before = { 0 };
     int have_before = 0;
     if (fail_code == NULL && fail_errno == 0 && exists && old.st_size < before_limit) have_before = read_before(dfd, name, before_limit, &before) == 0;

@@ -1,0 +1,125 @@
+/**
+ * The filesystem half's critical section lives in the world, not in one host process: two
+ * clients in two processes editing one file, and a client killed in the middle of a write.
+ * The second client is test/helpers/fs-client.ts, started with this Node (`--import tsx`).
+ */
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import type Docker from 'dockerode'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { codeOf, inWorld } from '../helpers/fs-cases.ts'
+import { hangGuard, startTestContainer, waitFor } from './helpers.ts'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+let container: Docker.Container
+
+/** A second client process and its JSON lines. */
+function client(...args: string[]): { child: ChildProcessWithoutNullStreams; next(): Promise<Record<string, unknown>> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/fs-client.ts', ...args], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] })
+  const lines = createInterface({ input: child.stdout })
+  const queue: string[] = []
+  const waiting: ((line: string) => void)[] = []
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  lines.on('line', line => {
+    const waiter = waiting.shift()
+    if (waiter !== undefined) waiter(line)
+    else queue.push(line)
+  })
+  const next = (): Promise<Record<string, unknown>> => hangGuard(new Promise<string>((resolve, reject) => {
+    const line = queue.shift()
+    if (line !== undefined) resolve(line)
+    else {
+      waiting.push(resolve)
+      child.once('exit', code => reject(new Error(`the client exited (${code}) before its next line: ${stderr}`)))
+    }
+  }), 60_000, `the client's next line (${args.join(' ')})`).then(line => JSON.parse(line) as Record<string, unknown>)
+  return { child, next }
+}
+
+const sh = (script: string, user = 'agent'): Promise<string> => inWorld(container.id, script, user)
+
+beforeAll(async () => {
+  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs-clients' } })
+  await sh('mkdir -p /srv/clients && chown agent:agent /srv/clients', 'root')
+})
+
+afterAll(async () => {
+  await container?.remove({ force: true })
+})
+
+describe('two clients in two processes', () => {
+  it('editing one version of one file: one edits, the other gets FS_STALE_VERSION, and the file holds the winner\'s edit', async () => {
+    await sh('printf "count: 0" > /srv/clients/shared.txt')
+    const first = client('edit-once', container.id, '/srv/clients/shared.txt', 'first')
+    const second = client('edit-once', container.id, '/srv/clients/shared.txt', 'second')
+    const [a, b] = await Promise.all([first.next(), second.next()])
+    // Both hold the same version before either edits.
+    expect(a.ready).toBe(b.ready)
+    first.child.stdin.write('go\n')
+    second.child.stdin.write('go\n')
+    const outcomes = [(await first.next()).outcome, (await second.next()).outcome]
+    expect([...outcomes].sort()).toEqual(['FS_STALE_VERSION', 'edited'])
+    const winner = outcomes[0] === 'edited' ? 'first' : 'second'
+    expect(await sh('cat /srv/clients/shared.txt')).toBe(`count: ${winner}`)
+  })
+
+  it('appending with guarded edits from both at once loses no line', async () => {
+    await sh('echo log: > /srv/clients/log.txt')
+    const ones = client('append', container.id, '/srv/clients/log.txt', 'one', '40')
+    const twos = client('append', container.id, '/srv/clients/log.txt', 'two', '40')
+    const [a, b] = await Promise.all([ones.next(), twos.next()])
+    expect([a.done, b.done]).toEqual([40, 40])
+    const lines = (await sh('cat /srv/clients/log.txt')).trim().split('\n').slice(1).sort()
+    const expected = [...Array.from({ length: 40 }, (_, i) => `one-${i}`), ...Array.from({ length: 40 }, (_, i) => `two-${i}`)].sort()
+    expect(lines).toEqual(expected)
+  }, 120_000)
+})
+
+describe('a client killed in the middle of a write', () => {
+  it('leaves the target as it was, and its server removes the temporary file and ends', async () => {
+    await sh('printf OLD > /srv/clients/target.txt')
+    const writer = client('partial-write', container.id, '/srv/clients/target.txt')
+    const partial = await writer.next()
+    expect(partial.partial).toBe(true)
+    // The server holds a temporary file with the first MiB.
+    const temps = (): Promise<string> => sh('ls -a /srv/clients | grep "^\\.target\\.txt\\.dsh-" || true')
+    expect((await waitFor(temps, names => names.length > 0)).trim()).toMatch(/^\.target\.txt\.dsh-\d+-\d+\.tmp$/)
+    writer.child.kill('SIGKILL')
+    // The client's death closed the server's stdin: it unlinks the temporary file and exits.
+    expect(await waitFor(temps, names => names.length === 0)).toBe('')
+    const servers = (): Promise<string> => sh(`ps -eo pid= | grep -x " *${String(partial.server)}" || true`, 'root')
+    expect(await waitFor(servers, pids => pids.length === 0)).toBe('')
+    expect(await sh('cat /srv/clients/target.txt')).toBe('OLD')
+  })
+})
+
+describe('the world\'s file server killed in the middle of a write', () => {
+  let world: RemoteWorld
+
+  beforeAll(async () => {
+    world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: container.id, user: 'agent' }, workspaceRoot: '/srv' })
+  })
+  afterAll(async () => {
+    await world?.dispose()
+  })
+
+  it('fails the write with FS_IO_ERROR, never publishes a part, and the next call gets a new server', async () => {
+    const fs = world.fs!
+    await sh('printf OLD > /srv/clients/big.txt')
+    const target = await fs.resolve('/srv/clients/big.txt')
+    const writing = fs.writeText(target, 'x'.repeat(200 * 1024 * 1024))
+    writing.catch(() => undefined)
+    await waitFor(() => sh('ls -a /srv/clients | grep -c "^\\.big\\.txt\\.dsh-" || true'), count => count.trim() === '1', 30_000, 5)
+    await sh('pkill -KILL -x dsh-fsd', 'root')
+    expect(await codeOf(writing)).toBe('FS_IO_ERROR')
+    await expect(writing).rejects.toThrow(/^cannot write "\/srv\/clients\/big.txt": the world's file server was lost/)
+    expect(await sh('cat /srv/clients/big.txt')).toBe('OLD')
+    // A new server serves the next call.
+    expect(await fs.readText(target)).toBe('OLD')
+  }, 120_000)
+})
