@@ -43,6 +43,9 @@ function client(...args: string[]): { child: ChildProcessWithoutNullStreams; nex
 
 const sh = (script: string, user = 'agent'): Promise<string> => inWorld(container.id, script, user)
 
+/** The unnamed files (O_TMPFILE) of /srv/clients that the processes PIDS (a shell word) hold open, one per line (read as agent: another uid's /proc/PID/fd needs ptrace rights). */
+const stagedBy = (pids: string): Promise<string> => sh(`for p in ${pids}; do for f in /proc/$p/fd/*; do readlink "$f"; done; done 2>/dev/null | grep "^/srv/clients/#" || true`)
+
 beforeAll(async () => {
   container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs-clients' } })
   await sh('mkdir -p /srv/clients && chown agent:agent /srv/clients', 'root')
@@ -81,20 +84,18 @@ describe('two clients in two processes', () => {
 })
 
 describe('a client killed in the middle of a write', () => {
-  it('leaves the target as it was, and its server removes the temporary file and ends', async () => {
+  it('leaves the target as it was, and its server ends leaving nothing in the folder', async () => {
     await sh('printf OLD > /srv/clients/target.txt')
     const writer = client('partial-write', container.id, '/srv/clients/target.txt')
     const partial = await writer.next()
     expect(partial.partial).toBe(true)
-    // The server holds a temporary file with the first MiB.
-    const temps = (): Promise<string> => sh('ls -a /srv/clients | grep "^\\.target\\.txt\\.dsh-" || true')
-    expect((await waitFor(temps, names => names.length > 0)).trim()).toMatch(/^\.target\.txt\.dsh-\d+-\d+\.tmp$/)
+    // The server holds the first MiB in an unnamed file of the folder (O_TMPFILE).
+    expect(await waitFor(() => stagedBy(String(partial.server)), staged => staged.length > 0)).toMatch(/^\/srv\/clients\/#\d+ \(deleted\)\n$/)
     writer.child.kill('SIGKILL')
-    // The client's death closed the server's stdin: it unlinks the temporary file and exits.
-    expect(await waitFor(temps, names => names.length === 0)).toBe('')
+    // The client's death closed the server's stdin: it exits, and its unnamed file goes with it.
     const servers = (): Promise<string> => sh(`ps -eo pid= | grep -x " *${String(partial.server)}" || true`, 'root')
     expect(await waitFor(servers, pids => pids.length === 0)).toBe('')
-    expect(await sh('cat /srv/clients/target.txt')).toBe('OLD')
+    expect(await sh('ls -A /srv/clients | grep -c "dsh-" || true; cat /srv/clients/target.txt')).toBe('0\nOLD')
   })
 })
 
@@ -114,11 +115,12 @@ describe('the world\'s file server killed in the middle of a write', () => {
     const target = await fs.resolve('/srv/clients/big.txt')
     const writing = fs.writeText(target, 'x'.repeat(200 * 1024 * 1024))
     writing.catch(() => undefined)
-    await waitFor(() => sh('ls -a /srv/clients | grep -c "^\\.big\\.txt\\.dsh-" || true'), count => count.trim() === '1', 30_000, 5)
+    await waitFor(() => stagedBy('$(pgrep -x dsh-fsd)'), staged => staged.length > 0, 30_000, 5)
     await sh('pkill -KILL -x dsh-fsd', 'root')
     expect(await codeOf(writing)).toBe('FS_IO_ERROR')
     await expect(writing).rejects.toThrow(/^cannot write "\/srv\/clients\/big.txt": the world's file server was lost/)
-    expect(await sh('cat /srv/clients/big.txt')).toBe('OLD')
+    // Nothing published, and nothing left: the staged content was an unnamed file.
+    expect(await sh('ls -A /srv/clients | grep -c "^\\.big" || true; cat /srv/clients/big.txt')).toBe('0\nOLD')
     // A new server serves the next call.
     expect(await fs.readText(target)).toBe('OLD')
   }, 120_000)

@@ -30,8 +30,8 @@ const home = join(tmp, 'dsh-home')
 const project = join(home, 'profiles', 'packed')
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string; peerDependencies: Record<string, string>; devDependencies: Record<string, string> }
 const devDependencies = pkg.devDependencies
-/** The upstream packages of the file tools the stand-in dsh-base mounts (dsh-base has them all). */
-const BUNDLE_TOOLS = ['@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-system-prompt', '@deepseek-ai/dsh-llm', '@deepseek-ai/dsh-tool-fs', '@deepseek-ai/dsh-fs-observation-policy'] as const
+/** The upstream packages of the file tools the README example and the stand-in dsh-base mount (the README's install line). */
+const BUNDLE_TOOLS = ['@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-system-prompt', '@deepseek-ai/dsh-llm', '@deepseek-ai/dsh-tool-fs', '@deepseek-ai/dsh-fs-observation-policy', '@deepseek-ai/dsh-tool-fs-search', '@deepseek-ai/dsh-tool-str-replace-editor'] as const
 let tarball: string
 /** The tarball's files, as `npm pack --json` lists them. */
 let packedFiles: string[]
@@ -106,7 +106,8 @@ describe('the packed tarball', () => {
     const started = Date.now()
     const { stdout } = await hangGuard(run(process.execPath, ['example.mjs'], { cwd: project, timeout: 120_000 }), 120_000, 'the README example')
     const info = await docker.listContainers({ all: true, filters: { ancestor: [IMAGE], label: ['dsh-remote-worlds.managed=true'] } })
-    expect(stdout).toMatch(/^0 agent in [0-9a-f]{12}\n$/)
+    // The file the write tool wrote is the one the process ran, in the container.
+    expect(stdout).toMatch(/^0 42 agent in [0-9a-f]{12}\n$/)
     // The managed container went with the disposal.
     expect(info.filter(container => stdout.includes(container.Id.slice(0, 12)))).toEqual([])
     // Promptly: the process ended with its disposal (a generous hang bound, not a speed check).

@@ -723,16 +723,34 @@ static struct timespec unique_now(void) {
   return now;
 }
 
+/* /proc/self/fd names open files (proc(5)): what linkat needs to name an O_TMPFILE file
+ * without CAP_DAC_READ_SEARCH (linkat(2), "AT_SYMLINK_FOLLOW"). Checked once at start. */
+static int proc_fds;
+
+/* A hidden temporary name beside `name`: `.NAME.dsh-PID-N.tmp`. */
+static void name_temp(char *out, size_t size, const char *name) {
+  snprintf(out, size, ".%.180s.dsh-%d-%u.tmp", name, (int)getpid(), temp_counter++);
+}
+
+/* Give the content file the name `to` in dfd: link the unnamed file through /proc/self/fd, or
+ * the named temporary file `from`. Fails with EEXIST when `to` exists. */
+static int publish_link(int tfd, int anonymous, int dfd, const char *from, const char *to) {
+  if (!anonymous) return linkat(dfd, from, dfd, to, 0);
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", tfd);
+  return linkat(AT_FDCWD, proc, dfd, to, AT_SYMLINK_FOLLOW);
+}
+
 /*
  * write: fields path, guard (n unconditional | c createIfAbsent | v replaceIfVersion |
  * h replaceIfVersion and the content's SHA-256), expected version, expected hash, before limit
  * (bytes; the old content is returned when it is a regular file smaller than this), root count,
  * the roots (canonical; none = unfenced), content length; then the content's raw bytes.
  *
- * The content goes to a temporary file in the target's directory (created 0600, written, and
- * fsync'ed outside the lock); then, holding the directory's flock, the guard is checked, the old
- * file's owner and mode are copied onto the temporary file, and it is published by rename (or by
- * link, which never replaces, for createIfAbsent). Replies K: operation, the new record, "1" and
+ * The content goes to a new file in the target's directory (unnamed where the filesystem allows,
+ * else a hidden name; created 0600, written, and fsync'ed outside the lock); then, holding the
+ * directory's flock, the guard is checked, the old file's owner and mode are copied onto the new
+ * one, and it is published by rename (or by link, which never replaces, for createIfAbsent). Replies K: operation, the new record, "1" and
  * the old content or "0".
  */
 static void op_write(uint32_t id, fields_t *f) {
@@ -775,10 +793,15 @@ static void op_write(uint32_t id, fields_t *f) {
     send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
     return;
   }
-  char temp[NAME_MAX + 1];
+  /* The content goes to an unnamed file (O_TMPFILE): whatever kills this server, nothing of it
+   * stays in the user's folder. It gets a name only at publication. Where the filesystem has no
+   * O_TMPFILE (or /proc, which names the file's fd for linkat), a hidden named one is used. */
+  char temp[NAME_MAX + 1] = "";
   int tfd = -1;
+  if (proc_fds) tfd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  int anonymous = tfd >= 0;
   for (int attempt = 0; attempt < 100 && tfd < 0; attempt++) {
-    snprintf(temp, sizeof temp, ".%.180s.dsh-%d-%u.tmp", name, (int)getpid(), temp_counter++);
+    name_temp(temp, sizeof temp, name);
     tfd = openat(dfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (tfd < 0 && errno != EEXIST) break;
   }
@@ -794,7 +817,7 @@ static void op_write(uint32_t id, fields_t *f) {
   int write_error = 0;
   while (remaining > 0) {
     size_t take = remaining > sizeof chunk ? sizeof chunk : (size_t)remaining;
-    if (!read_exact(chunk, take)) { unlinkat(dfd, temp, 0); _exit(0); }
+    if (!read_exact(chunk, take)) { if (!anonymous) unlinkat(dfd, temp, 0); _exit(0); }
     remaining -= take;
     size_t done = 0;
     while (write_error == 0 && done < take) {
@@ -806,7 +829,7 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   if (write_error == 0 && fsync(tfd) != 0) write_error = errno;
   if (write_error != 0) {
-    close(tfd); unlinkat(dfd, temp, 0); close(dfd);
+    close(tfd); if (!anonymous) unlinkat(dfd, temp, 0); close(dfd);
     send_errno(id, write_error, "cannot write", path);
     return;
   }
@@ -856,12 +879,26 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   if (fail_code == NULL && fail_errno == 0) {
     buf_str(&b, exists ? "update" : "create");
-    int published = guard[0] == 'c' ? linkat(dfd, temp, dfd, name, 0) : 0;
-    if (guard[0] == 'c' && published != 0) {
-      if (errno == EEXIST) { fail_code = "EXISTS"; snprintf(fail_text, sizeof fail_text, "the file exists"); }
-      else { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot create"); }
+    if (guard[0] == 'c') {
+      /* No replace: link(2) fails with EEXIST when the name exists, whoever made it meanwhile. */
+      if (publish_link(tfd, anonymous, dfd, temp, name) != 0) {
+        if (errno == EEXIST) { fail_code = "EXISTS"; snprintf(fail_text, sizeof fail_text, "the file exists"); }
+        else { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot create"); }
+      } else if (!anonymous) {
+        /* Now, not after the stat below: dropping the link changes the file's ctime, so its version. */
+        unlinkat(dfd, temp, 0);
+        temp[0] = '\0';
+      }
+    } else if (anonymous) {
+      /* rename(2) replaces atomically but needs a name: the unnamed file gets one first. */
+      int linked = -1;
+      for (int attempt = 0; attempt < 100 && linked != 0; attempt++) {
+        name_temp(temp, sizeof temp, name);
+        linked = publish_link(tfd, 1, dfd, temp, temp);
+        if (linked != 0 && errno != EEXIST) break;
+      }
+      if (linked != 0) { temp[0] = '\0'; fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot name the new content"); }
     }
-    if (guard[0] == 'c' && published == 0) unlinkat(dfd, temp, 0); /* now, not after the stat below: dropping the link changes the file's ctime, so its version */
     buf_t before = { 0 };
     int have_before = 0;
     if (fail_code == NULL && fail_errno == 0 && exists && old.st_size < before_limit) have_before = read_before(dfd, name, before_limit, &before) == 0;
@@ -875,8 +912,8 @@ static void op_write(uint32_t id, fields_t *f) {
     }
     buf_free(&before);
   }
-  /* A published link leaves the temporary name behind; a failure leaves the whole file. */
-  if (guard[0] == 'c' || fail_code != NULL || fail_errno != 0) unlinkat(dfd, temp, 0);
+  /* A failure leaves a named temporary file behind (renamed files and unnamed ones do not). */
+  if ((fail_code != NULL || fail_errno != 0) && temp[0] != '\0') unlinkat(dfd, temp, 0);
   close(tfd);
   close(dfd);
   if (fail_code != NULL) { buf_free(&b); send_error(id, fail_code, fail_text, path); return; }
@@ -894,6 +931,7 @@ int main(int argc, char **argv) {
   /* Fds the server does not use are closed: a pipe inherited by accident must not keep a
    * client's transport open after the server ends. */
   for (int fd = 3; fd < 64; fd++) close(fd);
+  proc_fds = access("/proc/self/fd", F_OK) == 0;
   mode_t mask = umask(0);
   umask(mask);
   buf_t hello = { 0 };
