@@ -70,24 +70,31 @@ export function encodeFrame(id: number, code: string, payload: Uint8Array = Buff
 
 /**
  * Splits a byte stream into frames. Chunks may cut frames anywhere; a payload that arrived in
- * one chunk is handed on as a view of it (no copy).
+ * one chunk is handed on as a view of it (no copy), and a frame spread over several chunks is
+ * copied once (linear in the bytes, whatever the chunk sizes).
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
   private buffered = 0
+  /** Bytes of the frame being received (header included), once its header is in. */
+  private need: number | undefined
 
   /** @param onFrame - called once per complete frame, in order. */
   constructor(private readonly onFrame: (frame: Frame) => void) {}
 
   /** Add received bytes; complete frames are delivered before this returns. */
   push(chunk: Buffer): void {
+    if (chunk.length === 0) return
     this.chunks.push(chunk)
     this.buffered += chunk.length
-    while (this.buffered >= FRAME_HEADER_BYTES) {
-      const header = this.peek(FRAME_HEADER_BYTES)
-      const length = header.readUInt32LE(0)
-      if (this.buffered < FRAME_HEADER_BYTES + length) return
-      const frame = this.take(FRAME_HEADER_BYTES + length)
+    for (;;) {
+      if (this.need === undefined) {
+        if (this.buffered < FRAME_HEADER_BYTES) return
+        this.need = FRAME_HEADER_BYTES + this.header().readUInt32LE(0)
+      }
+      if (this.buffered < this.need) return
+      const frame = this.take(this.need)
+      this.need = undefined
       this.onFrame({ id: frame.readUInt32LE(4), code: String.fromCharCode(frame[8]!), payload: frame.subarray(FRAME_HEADER_BYTES) })
     }
   }
@@ -97,25 +104,41 @@ export class FrameDecoder {
     return this.buffered
   }
 
-  private peek(bytes: number): Buffer {
+  /** The first header's bytes (at least {@link FRAME_HEADER_BYTES} are buffered). */
+  private header(): Buffer {
     const first = this.chunks[0]!
-    if (first.length >= bytes) return first
-    return Buffer.concat(this.chunks).subarray(0, bytes)
+    if (first.length >= FRAME_HEADER_BYTES) return first
+    const parts: Buffer[] = []
+    let have = 0
+    for (const chunk of this.chunks) {
+      parts.push(chunk)
+      have += chunk.length
+      if (have >= FRAME_HEADER_BYTES) break
+    }
+    return Buffer.concat(parts, have)
   }
 
+  /** Remove and return the next `bytes` bytes (that many are buffered). */
   private take(bytes: number): Buffer {
     const first = this.chunks[0]!
-    let taken: Buffer
+    this.buffered -= bytes
     if (first.length >= bytes) {
-      taken = first.subarray(0, bytes)
       if (first.length === bytes) this.chunks.shift()
       else this.chunks[0] = first.subarray(bytes)
-    } else {
-      const joined = Buffer.concat(this.chunks)
-      taken = joined.subarray(0, bytes)
-      this.chunks = joined.length > bytes ? [joined.subarray(bytes)] : []
+      return first.subarray(0, bytes)
     }
-    this.buffered -= bytes
-    return taken
+    const out = Buffer.allocUnsafe(bytes)
+    let filled = 0
+    let index = 0
+    while (filled < bytes) {
+      const chunk = this.chunks[index]!
+      const used = Math.min(chunk.length, bytes - filled)
+      out.set(chunk.subarray(0, used), filled)
+      filled += used
+      if (used === chunk.length) index += 1
+      else this.chunks[index] = chunk.subarray(used)
+    }
+    this.chunks = this.chunks.slice(index)
+    return out
   }
 }
