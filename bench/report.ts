@@ -11,8 +11,8 @@ import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
 import { RAW_DOCKER_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
 import { MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
-import { STDOUT_THROUGHPUT_BYTES } from './rows/spawn.ts'
-import { type Sample, median, percentile, round } from './timing.ts'
+import { FS_EDIT_METRIC, FS_GREP_METRIC, FS_LIST_METRIC, FS_METRICS, FS_READ_BYTES, FS_READ_BYTES_METRIC, FS_READ_METRIC, FS_WRITE_METRIC, type FsMixedRecord, RG_DIRECT_METRIC } from './rows/fs.ts'
+import { STDOUT_THROUGHPUT_BYTES, type Sample, median, percentile, round } from './timing.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
 
 /** Report order of the rows; rows not listed (container start) follow, by name. */
@@ -42,6 +42,7 @@ const METRIC_ORDER: readonly string[] = [
   LOCAL_TERMINAL_OUTPUT_METRIC,
   TERMINAL_OUTPUT_WITH_EMULATOR_METRIC,
   TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC,
+  ...FS_METRICS,
 ]
 
 /**
@@ -66,19 +67,42 @@ const BASH_COUNTERPART: Readonly<Record<string, string>> = {
 /** The product's stdout throughput row, which each remote world's raw transport row stands beside (issue 14). */
 const PRODUCT_THROUGHPUT_METRIC = '100 MB stdout throughput'
 
+/**
+ * The product rows each remote world's raw transport row stands beside (same payload, same world
+ * and run): the MB/s of each is divided by the raw row's.
+ */
+const BESIDE_RAW: ReadonlySet<string> = new Set([PRODUCT_THROUGHPUT_METRIC, FS_READ_BYTES_METRIC])
+
+/**
+ * The row of the SAME world a row is compared with by its median, other than bash's (see
+ * {@link BASH_COUNTERPART}): the grep tool beside the same ripgrep run by a plain exec.
+ */
+const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
+  [FS_GREP_METRIC]: RG_DIRECT_METRIC,
+}
+
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
 const PAYLOAD_BYTES: Readonly<Record<string, number>> = {
   [PRODUCT_THROUGHPUT_METRIC]: STDOUT_THROUGHPUT_BYTES,
   ...RAW_TRANSPORT_BYTES,
   ...TERMINAL_OUTPUT_BYTES,
+  [FS_READ_BYTES_METRIC]: FS_READ_BYTES,
 }
 
-/** A floor to report against (never asserted): absolute median bound, or ratio to local. */
+/**
+ * A floor to report against (never asserted): an absolute median bound (`maxMs`: below it, or
+ * at most it with `inclusive`), a ratio to local (`maxRatio`), a least share of the raw
+ * transport's MB/s (`minRawRatio`), or a most ratio to the direct counterpart's median
+ * (`maxDirectRatio`).
+ */
 interface Floor {
   metric: string
   worlds?: readonly WorldName[]
   maxMs?: number
+  inclusive?: boolean
   maxRatio?: number
+  minRawRatio?: number
+  maxDirectRatio?: number
   source: string
 }
 
@@ -97,6 +121,13 @@ const FLOORS: Floor[] = [
   { metric: 'echo settle', worlds: ['ssh'], maxRatio: 1.2, source: 'issue 3' },
   { metric: 'spawn-to-exit of true', worlds: ['ssh'], maxMs: 10, source: 'issue 5' },
   { metric: 'spawn-to-exit of true', worlds: ['docker'], maxMs: 80, source: 'issue 5' },
+  // The filesystem half (issue 20).
+  { metric: FS_READ_METRIC, worlds: ['docker', 'ssh'], maxMs: 2, inclusive: true, source: 'issue 20' },
+  { metric: FS_WRITE_METRIC, worlds: ['docker', 'ssh'], maxMs: 4, inclusive: true, source: 'issue 20' },
+  { metric: FS_EDIT_METRIC, worlds: ['docker', 'ssh'], maxMs: 4, inclusive: true, source: 'issue 20' },
+  { metric: FS_LIST_METRIC, worlds: ['docker', 'ssh'], maxRatio: 3, source: 'issue 20' },
+  { metric: FS_READ_BYTES_METRIC, worlds: ['docker', 'ssh'], minRawRatio: 0.9, source: 'issue 20' },
+  { metric: FS_GREP_METRIC, worlds: ['docker', 'ssh'], maxDirectRatio: 1.2, source: 'issue 20' },
 ]
 
 /** One timed row of the JSON (field names are stable: users compare runs). */
@@ -125,6 +156,13 @@ export interface Row {
   raw_metric?: string
   raw_mb_per_s?: number
   mb_per_s_ratio_to_raw?: number
+  /**
+   * `fs grep (20k files)`: the direct row of the same world and run (`rg direct (20k files)`),
+   * its median, and this row's median divided by it (1 = no cost over ripgrep run directly).
+   */
+  direct_metric?: string
+  direct_median_ms?: number
+  ratio_to_direct?: number
 }
 
 /** The rows of every world's samples, in report order (metric, then world). */
@@ -140,24 +178,35 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       const baseline = baselineList !== undefined && baselineList.length > 0 ? median(baselineList.map(sample => sample.ms)) : null
       const ratio = baseline === null || baseline === 0 ? null : med / baseline
       const floor = FLOORS.find(candidate => candidate.metric === metric && (candidate.worlds === undefined || candidate.worlds.includes(world)))
-      let floorText: string | null = null
-      let pass: boolean | null = null
-      if (floor?.maxMs !== undefined) {
-        floorText = `< ${floor.maxMs} ms`
-        pass = med < floor.maxMs
-      } else if (floor?.maxRatio !== undefined && ratio !== null) {
-        floorText = `<= ${floor.maxRatio}x local`
-        pass = ratio <= floor.maxRatio
-      }
       const reasons: Record<string, number> = {}
       for (const sample of list) if (sample.reason !== undefined) reasons[sample.reason] = (reasons[sample.reason] ?? 0) + 1
       const payload = PAYLOAD_BYTES[metric]
+      const medianOf = (other: string | undefined): number | undefined => {
+        const otherList = other === undefined ? undefined : samples.get(other)
+        return otherList !== undefined && otherList.length > 0 ? median(otherList.map(sample => sample.ms)) : undefined
+      }
       const bashMetric = BASH_COUNTERPART[metric]
-      const bashList = bashMetric === undefined ? undefined : samples.get(bashMetric)
-      const bash = bashList !== undefined && bashList.length > 0 ? median(bashList.map(sample => sample.ms)) : undefined
-      const rawMetric = metric === PRODUCT_THROUGHPUT_METRIC ? RAW_METRIC_OF_WORLD[world] : undefined
-      const rawList = rawMetric === undefined ? undefined : samples.get(rawMetric)
-      const raw = rawList !== undefined && rawList.length > 0 ? median(rawList.map(sample => sample.ms)) : undefined
+      const bash = medianOf(bashMetric)
+      const rawMetric = BESIDE_RAW.has(metric) ? RAW_METRIC_OF_WORLD[world] : undefined
+      const raw = medianOf(rawMetric)
+      const directMetric = DIRECT_COUNTERPART[metric]
+      const direct = medianOf(directMetric)
+      let floorText: string | null = null
+      let pass: boolean | null = null
+      if (floor?.maxMs !== undefined) {
+        floorText = `${floor.inclusive === true ? '<=' : '<'} ${floor.maxMs} ms`
+        pass = floor.inclusive === true ? med <= floor.maxMs : med < floor.maxMs
+      } else if (floor?.maxRatio !== undefined && ratio !== null) {
+        floorText = `<= ${floor.maxRatio}x local`
+        pass = ratio <= floor.maxRatio
+      } else if (floor?.minRawRatio !== undefined && raw !== undefined) {
+        // Same payload: the ratio of MB/s is the inverse ratio of the medians.
+        floorText = `>= ${floor.minRawRatio}x raw MB/s`
+        pass = raw / med >= floor.minRawRatio
+      } else if (floor?.maxDirectRatio !== undefined && direct !== undefined) {
+        floorText = `<= ${floor.maxDirectRatio}x direct`
+        pass = med / direct <= floor.maxDirectRatio
+      }
       rows.push({
         metric,
         world,
@@ -174,6 +223,7 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
         ...(bash !== undefined ? { bash_metric: bashMetric!, bash_median_ms: round(bash), ratio_to_bash: round(med / bash) } : {}),
         // Same payload: the ratio of MB/s is the inverse ratio of the medians.
         ...(raw !== undefined && payload !== undefined ? { raw_metric: rawMetric!, raw_mb_per_s: round(payload / 1e6 / (raw / 1000)), mb_per_s_ratio_to_raw: round(raw / med) } : {}),
+        ...(direct !== undefined ? { direct_metric: directMetric!, direct_median_ms: round(direct), ratio_to_direct: round(med / direct) } : {}),
       })
     }
   }
@@ -219,16 +269,28 @@ export function printTable(rows: readonly Row[]): void {
 }
 
 /**
- * Print the table's note on stdout throughput (stdout), one line per remote world that has
- * both rows: the product's MB/s divided by the raw transport's, measured in the same run.
+ * Print the table's notes on throughput (stdout): per product row that stands beside the raw
+ * transport (`100 MB stdout throughput`, `fs readBytes (100 MB)`), one line per remote world
+ * that has both rows: the product's MB/s divided by the raw transport's, measured in the same
+ * run. Then the grep tool beside ripgrep run directly, by their medians.
  */
 export function printThroughputRatios(rows: readonly Row[]): void {
-  const lines = rows
-    .filter(row => row.mb_per_s_ratio_to_raw !== undefined)
-    .map(row => `  ${row.world}: ${row.mb_per_s!.toFixed(1)} / ${row.raw_mb_per_s!.toFixed(1)} MB/s = ${row.mb_per_s_ratio_to_raw!.toFixed(2)}x (\`${row.raw_metric!}\`)`)
-  if (lines.length === 0) return
-  console.log(`\n${PRODUCT_THROUGHPUT_METRIC}, product / raw transport (MB/s of the medians):`)
-  for (const line of lines) console.log(line)
+  for (const metric of BESIDE_RAW) {
+    const lines = rows
+      .filter(row => row.metric === metric && row.mb_per_s_ratio_to_raw !== undefined)
+      .map(row => `  ${row.world}: ${row.mb_per_s!.toFixed(1)} / ${row.raw_mb_per_s!.toFixed(1)} MB/s = ${row.mb_per_s_ratio_to_raw!.toFixed(2)}x (\`${row.raw_metric!}\`)`)
+    if (lines.length === 0) continue
+    console.log(`\n${metric}, product / raw transport (MB/s of the medians):`)
+    for (const line of lines) console.log(line)
+  }
+  for (const [metric, directMetric] of Object.entries(DIRECT_COUNTERPART)) {
+    const lines = rows
+      .filter(row => row.metric === metric && row.ratio_to_direct !== undefined)
+      .map(row => `  ${row.world}: ${formatMs(row.median_ms)} / ${formatMs(row.direct_median_ms!)} ms = ${row.ratio_to_direct!.toFixed(2)}x`)
+    if (lines.length === 0) continue
+    console.log(`\n${metric}, the upstream tool / \`${directMetric}\` (medians):`)
+    for (const line of lines) console.log(line)
+  }
 }
 
 /** Print the memory section (stdout): RSS in MB (10^6 bytes) at start, during the flood, after close; the cancel. */
@@ -277,11 +339,37 @@ export function printScale(records: readonly ScaleRecord[]): void {
 }
 
 /**
- * Write the JSON: one array, the timed rows first, then the memory records and the scale
- * records (told apart by `section: 'memory'` and `section: 'scale'`; they have no
+ * Print the fs section (stdout): per world, the mixed workload's wall time, its checks (errors,
+ * stale-version retries, lost and duplicated updates: 0 errors and 0 lost or duplicated updates
+ * pass) and the client's RSS before and after (MB, 10^6 bytes).
+ */
+export function printFs(records: readonly FsMixedRecord[]): void {
+  const header = ['metric', 'world', 'callers', 'ops x runs', 'wall median / max ms', 'ops/s', 'reads / writes / edits / lists', 'errors', 'stale-version retries', 'lost updates', 'duplicated updates', 'result', 'RSS before MB', 'RSS after MB']
+  const body = records.map(record => [
+    record.metric,
+    record.world,
+    String(record.callers),
+    `${record.ops} x ${record.runs} (+1 warm-up)`,
+    `${formatMs(record.wall_ms_median)} / ${formatMs(record.wall_ms_max)}`,
+    record.ops_per_s.toFixed(0),
+    `${record.ops_by_kind.read} / ${record.ops_by_kind.write} / ${record.ops_by_kind.edit} / ${record.ops_by_kind.list}`,
+    String(record.errors),
+    String(record.stale_version_retries),
+    String(record.lost_updates),
+    String(record.duplicated_updates),
+    record.errors === 0 && record.lost_updates === 0 && record.duplicated_updates === 0 ? 'PASS' : 'FAIL',
+    record.rss_mb_before.toFixed(0),
+    record.rss_mb_after.toFixed(0),
+  ])
+  printMarkdown(header, body, new Set([2, 5, 7, 8, 9, 10, 12, 13]))
+}
+
+/**
+ * Write the JSON: one array, the timed rows first, then the memory, scale and fs records (told
+ * apart by `section: 'memory'`, `section: 'scale'` and `section: 'fs'`; they have no
  * `median_ms`), so readers of the rows find them unchanged.
  */
-export async function writeResults(path: string, rows: readonly Row[], memory: readonly MemoryRecord[], scale: readonly ScaleRecord[] = []): Promise<void> {
+export async function writeResults(path: string, rows: readonly Row[], memory: readonly MemoryRecord[], scale: readonly ScaleRecord[] = [], fs: readonly FsMixedRecord[] = []): Promise<void> {
   await mkdir(dirname(path), { recursive: true })
-  await writeFile(path, `${JSON.stringify([...rows, ...memory, ...scale], null, 2)}\n`)
+  await writeFile(path, `${JSON.stringify([...rows, ...memory, ...scale, ...fs], null, 2)}\n`)
 }

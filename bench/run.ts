@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-fs --fs-only]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -14,8 +14,9 @@
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { buildRows, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
+import { buildRows, printFs, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
+import { FS_METRICS, type FsMixedRecord, fsRuns } from './rows/fs.ts'
 import { type MemoryRecord, floodMemory } from './rows/memory.ts'
 import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
 import { PWSH_METRICS, pwshRuns } from './rows/pwsh.ts'
@@ -36,12 +37,17 @@ const { values: args } = parseArgs({
     memory: { type: 'boolean', default: true },
     // The scale family (100 idle terminals per remote world): on unless --no-scale.
     scale: { type: 'boolean', default: true },
+    // The filesystem family (ctx.fs rows and the fs section): on unless --no-fs.
+    fs: { type: 'boolean', default: true },
+    // Only the filesystem family (and the raw transport rows it is compared with), in each selected world.
+    'fs-only': { type: 'boolean', default: false },
   },
   allowPositionals: false,
   allowNegative: true,
 })
 const RUNS = Number(args.runs)
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a positive integer, got ${args.runs}`)
+if (args['fs-only'] && !args.fs) throw new Error('--fs-only and --no-fs exclude each other')
 const HERE = dirname(fileURLToPath(import.meta.url))
 const OUT = args.out ?? join(HERE, 'results', 'latest.json')
 /** The worlds whose memory section is measured (the ssh world's would repeat docker's client-side story; README). */
@@ -55,61 +61,77 @@ const SCALE_WORLDS: readonly WorldName[] = ['docker', 'ssh']
 
 const WORLDS = benchWorlds({ ...(args['docker-user'] !== undefined ? { docker: args['docker-user'] } : {}), ssh: args['ssh-user'] })
 
-/** What one world yielded: timed samples by row, memory records and the scale record. */
+/** What one world yielded: timed samples by row, memory records, the scale record and the fs record. */
 interface WorldResult {
   samples: SampleTable
   memory: MemoryRecord[]
   scale: ScaleRecord[]
+  fs: FsMixedRecord[]
 }
 
 /** Which optional families to measure (the flags). */
 interface Sections {
   memory: boolean
   scale: boolean
+  fs: boolean
+  /** Only the fs family and the raw transport rows (no terminal, probe, spawn, scale, emulator, pwsh, memory rows). */
+  fsOnly: boolean
 }
 
 /**
  * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, when `scale`
- * the scale family, world-specific rows (all on the default composition), then the emulator
- * rows, the pwsh rows and, when `memory`, the memory section (on compositions of their own).
+ * the scale family, world-specific rows, the raw transport rows, when `fs` the fs family (all
+ * on the default composition), then the emulator rows, the pwsh rows and, when `memory`, the
+ * memory section (on compositions of their own). With `fsOnly`: the raw transport rows and the
+ * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
+  const fs: FsMixedRecord[] = []
   const opening = performance.now()
   const started = await entry.start()
   try {
     const target = await started.compose(DEFAULT_COMPOSITION)
     try {
-      // Warm-up (discarded): creates the managed container / connection and the control channel,
-      // and warms the JIT for every code path measured below.
-      await lifecycleRun(entry.world, target, sampleTable(metrics))
-      console.error(`[bench] ${entry.world}: world ready + warm-up ${Math.round(performance.now() - opening)} ms`)
-      for (let run = 0; run < runs; run += 1) {
-        await lifecycleRun(entry.world, target, samples)
-        if ((run + 1) % 5 === 0 || run + 1 === runs) console.error(`[bench] ${entry.world}: ${run + 1}/${runs} runs`)
+      if (!sections.fsOnly) {
+        // Warm-up (discarded): creates the managed container / connection and the control channel,
+        // and warms the JIT for every code path measured below.
+        await lifecycleRun(entry.world, target, sampleTable(metrics))
+        console.error(`[bench] ${entry.world}: world ready + warm-up ${Math.round(performance.now() - opening)} ms`)
+        for (let run = 0; run < runs; run += 1) {
+          await lifecycleRun(entry.world, target, samples)
+          if ((run + 1) % 5 === 0 || run + 1 === runs) console.error(`[bench] ${entry.world}: ${run + 1}/${runs} runs`)
+        }
+        await inspectRuns(target, Math.max(runs, 20), samples)
+        await spawnRuns(target, runs, samples)
+        console.error(`[bench] ${entry.world}: spawn rows done`)
+        if (sections.scale && SCALE_WORLDS.includes(entry.world)) {
+          scale.push(await scaleRuns(entry.world, target, runs, samples))
+          console.error(`[bench] ${entry.world}: scale rows done`)
+        }
+        if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
       }
-      await inspectRuns(target, Math.max(runs, 20), samples)
-      await spawnRuns(target, runs, samples)
-      console.error(`[bench] ${entry.world}: spawn rows done`)
-      if (sections.scale && SCALE_WORLDS.includes(entry.world)) {
-        scale.push(await scaleRuns(entry.world, target, runs, samples))
-        console.error(`[bench] ${entry.world}: scale rows done`)
+      if (started.rawTransport !== undefined) for (const [metric, raw] of await started.rawTransport(runs)) samples.set(metric, raw)
+      if (sections.fs) {
+        fs.push(await fsRuns(entry.world, target, runs, samples))
+        console.error(`[bench] ${entry.world}: fs rows done`)
       }
-      if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
     } finally {
       await target.dispose()
     }
-    await emulatorRuns(started, runs, samples)
-    console.error(`[bench] ${entry.world}: emulator rows done`)
-    await pwshRuns(started, runs, samples)
-    if (sections.memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
+    if (!sections.fsOnly) {
+      await emulatorRuns(started, runs, samples)
+      console.error(`[bench] ${entry.world}: emulator rows done`)
+      await pwshRuns(started, runs, samples)
+      if (sections.memory && MEMORY_WORLDS.includes(entry.world)) records.push(...await floodMemory(started))
+    }
   } finally {
     await started.stop()
   }
-  return { samples, memory: records, scale }
+  return { samples, memory: records, scale, fs }
 }
 
 let interrupted = false
@@ -134,14 +156,17 @@ async function main(): Promise<void> {
   const results = new Map<WorldName, SampleTable>()
   const memory: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
+  const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, fs: args.fs, fsOnly: args['fs-only'] })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)
+    fs.push(...result.fs)
   }
   const rows = buildRows(results)
-  console.log(`\nbench: ${RUNS} runs per row (inspectForeground: ${Math.max(RUNS, 20)} calls), terminal-bash defaults ${JSON.stringify(DEFAULT_TUNING)}, node ${process.version}, ${Math.round((performance.now() - started) / 1000)} s\n`)
+  const perRow = args['fs-only'] ? 'fs family only; small fs rows: at least 20 samples' : `inspectForeground: ${Math.max(RUNS, 20)} calls`
+  console.log(`\nbench: ${RUNS} runs per row (${perRow}), terminal-bash defaults ${JSON.stringify(DEFAULT_TUNING)}, node ${process.version}, ${Math.round((performance.now() - started) / 1000)} s\n`)
   printTable(rows)
   printThroughputRatios(rows)
   if (memory.length > 0) {
@@ -152,7 +177,11 @@ async function main(): Promise<void> {
     console.log(`\nscale: ${SCALE_TERMINALS} idle terminals open at once on one world; client RSS (MB = 10^6 bytes) after a GC, before the others opened and after 2 s idle\n`)
     printScale(scale)
   }
-  await writeResults(OUT, rows, memory, scale)
+  if (fs.length > 0) {
+    console.log('\nfs: 1000 mixed ctx.fs operations from 8 concurrent callers on shared files per run; client RSS (MB = 10^6 bytes) after a GC, before and after the measured runs\n')
+    printFs(fs)
+  }
+  await writeResults(OUT, rows, memory, scale, fs)
   console.log(`\nwrote ${OUT}`)
 }
 

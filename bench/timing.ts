@@ -1,7 +1,8 @@
 /**
  * The bench's shared timing helpers: one timed observation ({@link Sample}), a bound on every
- * measured step ({@link withTimeout}), and the statistics the report uses (median, nearest-rank
- * percentile).
+ * measured step ({@link withTimeout}), the statistics the report uses (median, nearest-rank
+ * percentile), and the payload constants several row families share (the lowest file of bench/,
+ * so the rows that share them never import each other for them).
  * @module bench/timing
  */
 
@@ -14,6 +15,13 @@ export interface Sample {
 
 /** Samples by row name (metric). */
 export type SampleTable = Map<string, Sample[]>
+
+/**
+ * Bytes of every 100 MB throughput row (100 MiB): the product's `100 MB stdout throughput`
+ * (rows/spawn.ts), the raw transport rows (rows/raw-transport.ts) and `fs readBytes (100 MB)`
+ * (rows/fs.ts), so their MB/s divide.
+ */
+export const STDOUT_THROUGHPUT_BYTES = 100 * 1024 * 1024
 
 /** Upper bound of any one measured step (ms); a hang fails the bench instead of stalling it. */
 export const STEP_TIMEOUT_MS = 20_000

@@ -88,8 +88,13 @@ export interface StartedWorld {
   world: WorldName
   /** Compose a world on it; {@link stop} disposes it if its user did not. */
   compose(composition: Composition): Promise<BenchTarget>
-  /** World-specific rows (e.g. SSH connect time, the raw transport's throughput), measured after the common rows. */
+  /** World-specific rows (SSH connect time; Docker container start), measured after the common rows. */
   extraMetrics?: (runs: number) => Promise<SampleTable>
+  /**
+   * The raw transport's throughput rows (rows/raw-transport.ts), measured after
+   * {@link extraMetrics}; also on their own under `--fs-only`, beside `fs readBytes (100 MB)`.
+   */
+  rawTransport?: (runs: number) => Promise<SampleTable>
   /** Dispose what {@link compose} made and stop the infrastructure. Idempotent. */
   stop(): Promise<void>
 }
@@ -160,7 +165,7 @@ async function composed<C>(runtime: RuntimePlugin<C>, runtimeConfig: C, tuning: 
  * A {@link StartedWorld} over `compose`: it tracks the worlds composed, so `stop` can dispose
  * the ones still open before `stopInfrastructure`.
  */
-function startedWorld(world: WorldName, compose: (composition: Composition) => Promise<BenchTarget>, stopInfrastructure: () => Promise<void>, extraMetrics?: StartedWorld['extraMetrics']): StartedWorld {
+function startedWorld(world: WorldName, compose: (composition: Composition) => Promise<BenchTarget>, stopInfrastructure: () => Promise<void>, rows: Pick<StartedWorld, 'extraMetrics' | 'rawTransport'> = {}): StartedWorld {
   const targets: BenchTarget[] = []
   const stop = registerCleanup(async () => {
     try {
@@ -176,7 +181,8 @@ function startedWorld(world: WorldName, compose: (composition: Composition) => P
       targets.push(target)
       return target
     },
-    ...(extraMetrics !== undefined ? { extraMetrics } : {}),
+    ...(rows.extraMetrics !== undefined ? { extraMetrics: rows.extraMetrics } : {}),
+    ...(rows.rawTransport !== undefined ? { rawTransport: rows.rawTransport } : {}),
     stop,
   }
 }
@@ -190,18 +196,6 @@ function emulatorSetting(composition: Composition): { terminal?: { emulator: fal
 class BenchDockerRuntime extends DockerSubprocessRuntime {
   constructor(ctx: Context, config: DockerRuntimeConfig) {
     super(ctx, config, { create: { Labels: { [MANAGED_LABEL]: 'true', ...benchLabels() } } })
-  }
-}
-
-/**
- * World-specific rows measured one family after the other (never at the same time: they would
- * skew each other), merged into one table.
- */
-function sequentialMetrics(...families: readonly ((runs: number) => Promise<SampleTable>)[]): (runs: number) => Promise<SampleTable> {
-  return async runs => {
-    const merged: SampleTable = new Map()
-    for (const family of families) for (const [metric, samples] of await family(runs)) merged.set(metric, samples)
-    return merged
   }
 }
 
@@ -230,9 +224,12 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
         'docker',
         composition => composed(BenchDockerRuntime, { image: composition.shell === 'pwsh' ? PWSH_IMAGE : IMAGE, ...(users.docker !== undefined ? { user: users.docker } : {}), ...emulatorSetting(composition) }, composition.tuning),
         sweepBenchContainers,
-        // Container start to first prompt through testcontainers against the managed open (issue
-        // 11); the raw dockerode exec's throughput, beside the product's (issue 14).
-        sequentialMetrics(runs => measureContainerStart(IMAGE, runs), runs => measureRawDockerExec(IMAGE, benchLabels(), runs)),
+        {
+          // Container start to first prompt through testcontainers against the managed open (issue 11).
+          extraMetrics: runs => measureContainerStart(IMAGE, runs),
+          // The raw dockerode exec's throughput, beside the product's (issue 14).
+          rawTransport: runs => measureRawDockerExec(IMAGE, benchLabels(), runs),
+        },
       ),
     },
     {
@@ -261,8 +258,12 @@ export function benchWorlds(users: WorldUsers): WorldEntry[] {
           'ssh',
           composition => composed(SshSubprocessRuntime, { ...config, ...emulatorSetting(composition) }, composition.tuning),
           () => sshd.stop(),
-          // The connect time; the raw ssh2 exec's throughput, beside the product's (issue 14).
-          sequentialMetrics(runs => measureSshConnect(config, runs), runs => measureRawSshExec(config, runs)),
+          {
+            // The connect time.
+            extraMetrics: runs => measureSshConnect(config, runs),
+            // The raw ssh2 exec's throughput, beside the product's (issue 14).
+            rawTransport: runs => measureRawSshExec(config, runs),
+          },
         )
       },
     },

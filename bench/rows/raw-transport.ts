@@ -6,17 +6,18 @@
  *   project image, its multiplexed stream split by `docker.modem.demuxStream`;
  * - `raw ssh2 exec 100 MB stdout`: a plain ssh2 exec channel on a connection made by the
  *   provider's own connect path (the credentials and trust the runtime resolved).
- * The report divides the product row's MB/s by these (bench/report.ts).
+ * The report divides the product rows' MB/s by these (bench/report.ts): `100 MB stdout
+ * throughput` and `fs readBytes (100 MB)`. The plain execs themselves ({@link plainDockerExec},
+ * {@link plainSshExec}) also time `rg` run directly in a world, beside the grep tool (rows/fs.ts).
  * @module bench/rows/raw-transport
  */
 import { Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import Docker from 'dockerode'
-import type { ClientChannel } from 'ssh2'
+import type { Client, ClientChannel } from 'ssh2'
 import { connectSsh } from '../../src/providers/ssh/connect.ts'
 import { SshRuntimeConfig, buildSshWorld } from '../../src/providers/ssh/ssh-runtime.ts'
-import { type Sample, type SampleTable, withTimeout } from '../timing.ts'
-import { STDOUT_THROUGHPUT_BYTES } from './spawn.ts'
+import { STDOUT_THROUGHPUT_BYTES, type Sample, type SampleTable, withTimeout } from '../timing.ts'
 
 export const RAW_DOCKER_METRIC = 'raw dockerode exec 100 MB stdout'
 export const RAW_SSH_METRIC = 'raw ssh2 exec 100 MB stdout'
@@ -61,24 +62,96 @@ function expectPayload(metric: string, bytes: number): void {
   if (bytes !== STDOUT_THROUGHPUT_BYTES) throw new Error(`bench: ${metric} delivered ${bytes} bytes, expected ${STDOUT_THROUGHPUT_BYTES}`)
 }
 
-/** A Writable that counts what is written to it (bytes) and drops it. */
-function byteCounter(): { sink: Writable; bytes: () => number } {
-  let bytes = 0
-  const sink = new Writable({
+/** A Writable that hands what is written to it to `onChunk` and drops it. */
+function sinkOf(onChunk: (chunk: Buffer) => void): Writable {
+  return new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      bytes += chunk.length
+      onChunk(chunk)
       callback()
     },
   })
-  return { sink, bytes: () => bytes }
+}
+
+/** What one plain exec did: its wall time, exit code and stderr byte count. */
+export interface PlainExecResult {
+  /** From the exec's creation (Docker) or `client.exec()` (SSH) to its stream's end / channel's close (ms). */
+  ms: number
+  exitCode: number | null
+  stderrBytes: number
+}
+
+/** A program for {@link plainDockerExec}. */
+export interface PlainDockerCommand {
+  argv: readonly string[]
+  /** The exec's working directory (default: the container's). */
+  workingDir?: string | undefined
+  /** The exec user (default: the container's). */
+  user?: string | undefined
+  /** For the timeout's message. */
+  what: string
+  timeoutMs: number
+}
+
+/**
+ * One plain dockerode exec in `container`, with no project code on the data path: create
+ * (AttachStdout/AttachStderr), `start({ hijack: true, stdin: false })`, `docker.modem.demuxStream`
+ * into `onStdout` and a stderr counter, until the stream ends (the timed span); then the
+ * ExecInspect for the exit code (untimed).
+ */
+export async function plainDockerExec(docker: Docker, container: Docker.Container, command: PlainDockerCommand, onStdout: (chunk: Buffer) => void): Promise<PlainExecResult> {
+  let stderrBytes = 0
+  const stdout = sinkOf(onStdout)
+  const stderr = sinkOf(chunk => { stderrBytes += chunk.length })
+  const started = performance.now()
+  const exec = await container.exec({
+    Cmd: [...command.argv],
+    AttachStdout: true,
+    AttachStderr: true,
+    ...(command.workingDir !== undefined ? { WorkingDir: command.workingDir } : {}),
+    ...(command.user !== undefined ? { User: command.user } : {}),
+  })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  docker.modem.demuxStream(stream, stdout, stderr)
+  await withTimeout(finished(stream, { writable: false }), command.what, command.timeoutMs)
+  const ms = performance.now() - started
+  stream.destroy()
+  // Every chunk demuxStream read was written before the end; ending the sinks flushes them.
+  stdout.end()
+  stderr.end()
+  await Promise.all([finished(stdout), finished(stderr)])
+  const { ExitCode } = await exec.inspect()
+  return { ms, exitCode: ExitCode, stderrBytes }
+}
+
+/**
+ * One plain ssh2 exec channel of `command` on `client`, stdout to `onStdout`, stderr counted,
+ * until the channel closes (`client.exec()` to close: the timed span).
+ */
+export async function plainSshExec(client: Client, command: string, what: string, timeoutMs: number, onStdout: (chunk: Buffer) => void): Promise<PlainExecResult> {
+  let stderrBytes = 0
+  let exitCode: number | null = null
+  const started = performance.now()
+  const closed = new Promise<void>((resolve, reject) => {
+    client.exec(command, (error: Error | undefined, channel: ClientChannel) => {
+      if (error !== undefined) {
+        reject(error)
+        return
+      }
+      channel.on('data', onStdout)
+      channel.stderr.on('data', (chunk: Buffer) => { stderrBytes += chunk.length })
+      channel.once('exit', (code: number | null) => { exitCode = code })
+      channel.once('close', () => resolve())
+    })
+  })
+  await withTimeout(closed, what, timeoutMs)
+  return { ms: performance.now() - started, exitCode, stderrBytes }
 }
 
 /**
  * `raw dockerode exec 100 MB stdout`: a throwaway container of `image` (no network, an init,
  * `sleep infinity`, labelled `labels` so the bench's sweep removes it if the run dies), in which
- * each sample creates an exec of {@link ARGV} (no shell), starts it hijacked without stdin and
- * demuxes its stream into byte counters, until the stream ends (exec create to end, ms). The
- * container is removed after.
+ * each sample is one {@link plainDockerExec} of {@link ARGV} (no shell), its stdout counted
+ * (exec create to the stream's end, ms). The container is removed after.
  * @param labels - the bench's labels (name and value) for its containers.
  * @throws Error when a sample's stdout is not exactly the payload, or the exec exits non-zero.
  */
@@ -93,23 +166,11 @@ export async function measureRawDockerExec(image: string, labels: Readonly<Recor
   try {
     await container.start()
     const once = async (): Promise<number> => {
-      const stdout = byteCounter()
-      const stderr = byteCounter()
-      const started = performance.now()
-      const exec = await container.exec({ Cmd: [...ARGV], AttachStdout: true, AttachStderr: true })
-      const stream = await exec.start({ hijack: true, stdin: false })
-      docker.modem.demuxStream(stream, stdout.sink, stderr.sink)
-      await withTimeout(finished(stream, { writable: false }), RAW_DOCKER_METRIC, SAMPLE_STEP_MS)
-      const ms = performance.now() - started
-      stream.destroy()
-      // Every chunk demuxStream read was written before the end; ending the counters flushes them.
-      stdout.sink.end()
-      stderr.sink.end()
-      await Promise.all([finished(stdout.sink), finished(stderr.sink)])
-      expectPayload(RAW_DOCKER_METRIC, stdout.bytes())
-      const { ExitCode } = await exec.inspect()
-      if (ExitCode !== 0) throw new Error(`bench: ${RAW_DOCKER_METRIC}: the exec exited ${ExitCode} (${stderr.bytes()} bytes on stderr)`)
-      return ms
+      let bytes = 0
+      const result = await plainDockerExec(docker, container, { argv: ARGV, what: RAW_DOCKER_METRIC, timeoutMs: SAMPLE_STEP_MS }, chunk => { bytes += chunk.length })
+      expectPayload(RAW_DOCKER_METRIC, bytes)
+      if (result.exitCode !== 0) throw new Error(`bench: ${RAW_DOCKER_METRIC}: the exec exited ${result.exitCode} (${result.stderrBytes} bytes on stderr)`)
+      return result.ms
     }
     return new Map([[RAW_DOCKER_METRIC, await samplesOf(runs, once)]])
   } finally {
@@ -131,25 +192,10 @@ export async function measureRawSshExec(config: SshRuntimeConfig, runs: number):
     try {
       const once = async (): Promise<number> => {
         let bytes = 0
-        let exitCode: number | null | undefined
-        const started = performance.now()
-        const closed = new Promise<void>((resolve, reject) => {
-          client.exec(COMMAND, (error: Error | undefined, channel: ClientChannel) => {
-            if (error !== undefined) {
-              reject(error)
-              return
-            }
-            channel.on('data', (chunk: Buffer) => { bytes += chunk.length })
-            channel.stderr.resume()
-            channel.once('exit', (code: number | null) => { exitCode = code })
-            channel.once('close', () => resolve())
-          })
-        })
-        await withTimeout(closed, RAW_SSH_METRIC, SAMPLE_STEP_MS)
-        const ms = performance.now() - started
+        const result = await plainSshExec(client, COMMAND, RAW_SSH_METRIC, SAMPLE_STEP_MS, chunk => { bytes += chunk.length })
         expectPayload(RAW_SSH_METRIC, bytes)
-        if (exitCode !== 0) throw new Error(`bench: ${RAW_SSH_METRIC}: the command exited ${String(exitCode)}`)
-        return ms
+        if (result.exitCode !== 0) throw new Error(`bench: ${RAW_SSH_METRIC}: the command exited ${String(result.exitCode)}`)
+        return result.ms
       }
       return new Map([[RAW_SSH_METRIC, await samplesOf(runs, once)]])
     } finally {

@@ -8,7 +8,7 @@
  * @module bench/rows/spawn
  */
 import type { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
-import { type SampleTable, pushSample, withTimeout } from '../timing.ts'
+import { STDOUT_THROUGHPUT_BYTES, type SampleTable, pushSample, withTimeout } from '../timing.ts'
 import type { BenchTarget } from '../worlds.ts'
 
 /** The rows, in report order. */
@@ -17,9 +17,6 @@ export const SPAWN_METRICS = [
   'spawn-to-exit of true (bash tool stdio)',
   '100 MB stdout throughput',
 ] as const
-
-/** Bytes the `100 MB stdout throughput` row moves (100 MiB). */
-export const STDOUT_THROUGHPUT_BYTES = 100 * 1024 * 1024
 
 /** The stdio the upstream bash executor (dsh-bash-local) asks for: both streams collected with a spill. */
 const BASH_TOOL_STDIO = {
