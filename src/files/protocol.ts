@@ -69,76 +69,97 @@ export function encodeFrame(id: number, code: string, payload: Uint8Array = Buff
 }
 
 /**
- * Splits a byte stream into frames. Chunks may cut frames anywhere; a payload that arrived in
- * one chunk is handed on as a view of it (no copy), and a frame spread over several chunks is
- * copied once (linear in the bytes, whatever the chunk sizes).
+ * Splits a byte stream into frames. Chunks may cut frames anywhere. A frame that arrived in one
+ * chunk is handed on as a view of it (no copy), one spread over several chunks is copied once.
+ * With `onData`, the payload of each `D` frame is handed on instead in the pieces it arrived in
+ * (views, no copy at all): a 100 MB read is then never joined into frames first.
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
+  private head = 0
   private buffered = 0
-  /** Bytes of the frame being received (header included), once its header is in. */
-  private need: number | undefined
+  /** The frame being received, once its header is in. */
+  private current: { id: number; code: string; remaining: number; streamed: boolean } | undefined
 
-  /** @param onFrame - called once per complete frame, in order. */
-  constructor(private readonly onFrame: (frame: Frame) => void) {}
+  /**
+   * @param onFrame - called once per complete frame, in order (`D` frames too, unless `onData`).
+   * @param onData - called with each piece of a `D` frame's payload, in order.
+   */
+  constructor(private readonly onFrame: (frame: Frame) => void, private readonly onData?: (id: number, part: Buffer) => void) {}
 
-  /** Add received bytes; complete frames are delivered before this returns. */
+  /** Add received bytes; what is complete is delivered before this returns. */
   push(chunk: Buffer): void {
     if (chunk.length === 0) return
     this.chunks.push(chunk)
     this.buffered += chunk.length
     for (;;) {
-      if (this.need === undefined) {
+      if (this.current === undefined) {
         if (this.buffered < FRAME_HEADER_BYTES) return
-        this.need = FRAME_HEADER_BYTES + this.header().readUInt32LE(0)
+        const header = this.take(FRAME_HEADER_BYTES)
+        const code = String.fromCharCode(header[8]!)
+        this.current = { id: header.readUInt32LE(4), code, remaining: header.readUInt32LE(0), streamed: code === 'D' && this.onData !== undefined }
       }
-      if (this.buffered < this.need) return
-      const frame = this.take(this.need)
-      this.need = undefined
-      this.onFrame({ id: frame.readUInt32LE(4), code: String.fromCharCode(frame[8]!), payload: frame.subarray(FRAME_HEADER_BYTES) })
+      const frame = this.current
+      if (frame.streamed) {
+        while (frame.remaining > 0 && this.buffered > 0) {
+          const part = this.takeUpTo(frame.remaining)
+          frame.remaining -= part.length
+          this.onData!(frame.id, part)
+        }
+        if (frame.remaining > 0) return
+        this.current = undefined
+        continue
+      }
+      if (this.buffered < frame.remaining) return
+      this.current = undefined
+      this.onFrame({ id: frame.id, code: frame.code, payload: this.take(frame.remaining) })
     }
   }
 
-  /** Bytes received but not yet part of a complete frame. */
+  /** Bytes received but not yet delivered. */
   get pending(): number {
     return this.buffered
   }
 
-  /** The first header's bytes (at least {@link FRAME_HEADER_BYTES} are buffered). */
-  private header(): Buffer {
-    const first = this.chunks[0]!
-    if (first.length >= FRAME_HEADER_BYTES) return first
-    const parts: Buffer[] = []
-    let have = 0
-    for (const chunk of this.chunks) {
-      parts.push(chunk)
-      have += chunk.length
-      if (have >= FRAME_HEADER_BYTES) break
+  /** The first chunk's bytes, at most `limit` of them, removed (a view). */
+  private takeUpTo(limit: number): Buffer {
+    const first = this.chunks[this.head]!
+    let part: Buffer
+    if (first.length <= limit) {
+      part = first
+      this.drop()
+    } else {
+      part = first.subarray(0, limit)
+      this.chunks[this.head] = first.subarray(limit)
     }
-    return Buffer.concat(parts, have)
+    this.buffered -= part.length
+    return part
   }
 
-  /** Remove and return the next `bytes` bytes (that many are buffered). */
+  /** Remove and return the next `bytes` bytes (that many are buffered): a view when they are in one chunk. */
   private take(bytes: number): Buffer {
-    const first = this.chunks[0]!
-    this.buffered -= bytes
-    if (first.length >= bytes) {
-      if (first.length === bytes) this.chunks.shift()
-      else this.chunks[0] = first.subarray(bytes)
-      return first.subarray(0, bytes)
-    }
+    if (bytes === 0) return Buffer.alloc(0)
+    const first = this.chunks[this.head]!
+    if (first.length >= bytes) return this.takeUpTo(bytes)
     const out = Buffer.allocUnsafe(bytes)
     let filled = 0
-    let index = 0
     while (filled < bytes) {
-      const chunk = this.chunks[index]!
-      const used = Math.min(chunk.length, bytes - filled)
-      out.set(chunk.subarray(0, used), filled)
-      filled += used
-      if (used === chunk.length) index += 1
-      else this.chunks[index] = chunk.subarray(used)
+      const part = this.takeUpTo(bytes - filled)
+      out.set(part, filled)
+      filled += part.length
     }
-    this.chunks = this.chunks.slice(index)
     return out
+  }
+
+  /** Drop the first chunk (compacting the queue now and then, so no shift is ever quadratic). */
+  private drop(): void {
+    this.head += 1
+    if (this.head === this.chunks.length) {
+      this.chunks = []
+      this.head = 0
+    } else if (this.head >= 1024) {
+      this.chunks = this.chunks.slice(this.head)
+      this.head = 0
+    }
   }
 }

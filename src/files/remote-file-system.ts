@@ -27,8 +27,8 @@
  * outside the workspace root and the world's /tmp (unless the confinement makes /tmp private
  * to each program, as bubblewrap does), with `FS_SANDBOX_DENIED`, as
  * upstream's `dsh-fs-sandbox` (so `dsh-tool-fs` shows its sandbox marker and escalation hint).
- * The client checks a fresh canonical path; the server checks again on the directory it renames
- * in (its fd's path), so a symlink swapped in between cannot move a write out. A world whose
+ * The client checks the target's canonical path; the server checks again on the directory it
+ * renames in (its fd's path), so a symlink swapped in between cannot move a write out. A world whose
  * `ctx.sandbox` cannot confine the mode refuses every operation of that mode, with why: never a
  * silent unconfined fallback, and never the host's filesystem.
  * @module dsh-remote-worlds/files/remote-file-system
@@ -69,12 +69,20 @@ const STREAM_CHUNK_BYTES = 256 * 1024
 /** How often an unguarded edit that lost a race to another writer is retried. */
 const EDIT_ATTEMPTS = 5
 /**
- * How long the metadata `resolve` read serves the first `stat` of the target it returned (ms),
- * unless a mutation went through this file system since. A tool call is resolve, stat, read: the
- * stat then costs no round trip. It reports a state at most this old, as any stat is a moment
- * old when it is used; a guard built on it is checked again, under the lock, at publication.
+ * How long what `resolve` read (metadata, and the content of a small file) serves the first
+ * `stat` and the first read of the target it returned (ms), unless a mutation went through this
+ * file system since. A tool call is resolve, stat, read: those then cost no round trip. They
+ * report a state at most this old, as any stat or read is a moment old when it is used; the
+ * content and the version come from one open descriptor, so they agree; and a guard built on
+ * them is checked again, under the lock, at publication.
  */
 const RESOLVE_STAT_FOLD_MS = 25
+/**
+ * Files up to this size (bytes) are read by `resolve` itself, for the first `readText` (or an
+ * edit's read) of the target it returned, under the same rule as its metadata: a tool's read
+ * is then one round trip. Small, so a resolve that is not followed by a read costs little.
+ */
+const RESOLVE_PREFETCH_BYTES = 128 * 1024
 
 /** A stat record of the server: type, mode (octal), uid, gid, size, version. */
 interface WorldStat {
@@ -90,6 +98,19 @@ function parseRecord(fields: readonly Buffer[], at: number): WorldStat {
     size: Number(fields[at + 4]?.toString('latin1') ?? '0'),
     version: FsVersion(fields[at + 5]?.toString('latin1') ?? ''),
   }
+}
+
+/** What `resolve` read of its target, for the calls that follow it (see RESOLVE_STAT_FOLD_MS). */
+interface Folded {
+  /** The metadata, until a stat took it (undefined: absent). */
+  info: FsInfo | undefined
+  statTaken: boolean
+  /** The content of a small regular file and its version, until a read took it. */
+  content: { bytes: Buffer; version: FsVersion } | undefined
+  /** When it was read (performance.now() ms). */
+  at: number
+  /** The file system's mutation count then. */
+  mutations: number
 }
 
 /** A followed record as `stat` reports it. */
@@ -135,7 +156,7 @@ export class RemoteFileSystem extends FileSystem {
   private readonly diffBasisMaxBytes: number
   private readonly canonicalRoots = new Map<string, Promise<string>>()
   /** What resolve learned of the target it returned, for its first stat (see RESOLVE_STAT_FOLD_MS). */
-  private readonly folded = new WeakMap<FsTarget, { info: FsInfo | undefined; at: number; mutations: number }>()
+  private readonly folded = new WeakMap<FsTarget, Folded>()
   /** Mutations started through this file system (a fold older than one is not used). */
   private mutations = 0
 
@@ -243,11 +264,40 @@ export class RemoteFileSystem extends FileSystem {
     const base = await this.base(opts?.cwd)
     const displayPath = displayPathOf(base, path)
     if (path.includes('\0')) throw new FsError(`cannot resolve "${displayPath}": the path holds a NUL byte`, 'FS_NOT_FOUND')
-    const reply = await abortable(this.request({ verb: 'resolve', displayPath }, 'r', [base, path]), opts?.signal, 'resolve')
+    const reply = await abortable(this.request({ verb: 'resolve', displayPath }, 'r', [base, path, String(RESOLVE_PREFETCH_BYTES)]), opts?.signal, 'resolve')
     const fields = decodeFields(reply.payload)
     const target: FsTarget = { targetKey: FsTargetKey(fields[0]!.toString('utf8')), displayPath }
-    this.folded.set(target, { info: fields[1]?.toString('latin1') === '1' ? infoOf(parseRecord(fields, 2)) : undefined, at: performance.now(), mutations: this.mutations })
+    const exists = fields[1]?.toString('latin1') === '1'
+    const record = exists ? parseRecord(fields, 2) : undefined
+    const prefetched = fields[exists ? 8 : 2]?.toString('latin1') === '1' && record !== undefined ? fields[exists ? 9 : 3] : undefined
+    this.folded.set(target, {
+      info: record === undefined ? undefined : infoOf(record),
+      statTaken: false,
+      content: prefetched === undefined ? undefined : { bytes: prefetched, version: record!.version },
+      at: performance.now(),
+      mutations: this.mutations,
+    })
     return target
+  }
+
+  /** What resolve read of `target`, while it may still be used (see RESOLVE_STAT_FOLD_MS). */
+  private fold(target: FsTarget): Folded | undefined {
+    const folded = this.folded.get(target)
+    if (folded === undefined) return undefined
+    if (folded.mutations === this.mutations && performance.now() - folded.at <= RESOLVE_STAT_FOLD_MS) return folded
+    this.folded.delete(target)
+    return undefined
+  }
+
+  /** The content resolve read of `target`, once (a read takes it). */
+  private foldedContent(target: FsTarget): { bytes: Buffer; version: FsVersion } | undefined {
+    const folded = this.fold(target)
+    const content = folded?.content
+    if (folded !== undefined) {
+      folded.content = undefined
+      if (folded.statTaken) this.folded.delete(target)
+    }
+    return content
   }
 
   /** The canonical absolute path in the world (the target key itself). */
@@ -272,10 +322,11 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async stat(target: FsTarget, signal?: AbortSignal): Promise<FsInfo | undefined> {
     checkAborted(signal, 'stat')
-    const folded = this.folded.get(target)
-    if (folded !== undefined) {
-      this.folded.delete(target)
-      if (folded.mutations === this.mutations && performance.now() - folded.at <= RESOLVE_STAT_FOLD_MS) return folded.info
+    const folded = this.fold(target)
+    if (folded !== undefined && !folded.statTaken) {
+      folded.statTaken = true
+      if (folded.content === undefined) this.folded.delete(target)
+      return folded.info
     }
     const reply = await abortable(this.request({ verb: 'stat', displayPath: target.displayPath }, 's', [this.processPath(target), '1']), signal, 'stat')
     return reply.code === 'A' ? undefined : infoOf(parseRecord(decodeFields(reply.payload), 0))
@@ -318,7 +369,7 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async readText(target: FsTarget, signal?: AbortSignal): Promise<string> {
     checkAborted(signal, 'read')
-    const { bytes } = await this.readWhole(target, 'read', undefined, signal)
+    const { bytes } = this.foldedContent(target) ?? await this.readWhole(target, 'read', undefined, signal)
     return decodeText(bytes, 'read', target.displayPath, true)
   }
 
@@ -387,22 +438,21 @@ export class RemoteFileSystem extends FileSystem {
     await abortable(this.request({ verb: 'list', displayPath: target.displayPath, notDirectory: 'FS_NOT_DIRECTORY' }, 'l', [this.processPath(target)], { onData: chunk => parts.push(chunk) }), signal, 'list')
     const dir = this.processPath(target)
     const entries: FsDirEntry[] = []
-    for (const part of parts) {
-      const fields = decodeFields(part)
-      for (let at = 0; at + 5 <= fields.length; at += 5) {
-        const name = fields[at]!.toString('utf8')
-        const kind = fields[at + 1]!.toString('latin1')
-        const linked = fields[at + 4]!.toString('utf8')
-        const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : 'other'
-        const key = linked.length > 0 ? linked : dir === '/' ? `/${name}` : `${dir}/${name}`
-        entries.push({
-          name,
-          type,
-          target: { targetKey: FsTargetKey(key), displayPath: displayPathOf(target.displayPath, name) },
-          ...(kind !== '-' ? { version: FsVersion(fields[at + 3]!.toString('latin1')) } : {}),
-          ...(type === 'file' ? { size: Number(fields[at + 2]!.toString('latin1')) } : {}),
-        })
-      }
+    // The D frames' payloads arrive in pieces; together they are one sequence of entries.
+    const fields = decodeFields(Buffer.concat(parts))
+    for (let at = 0; at + 5 <= fields.length; at += 5) {
+      const name = fields[at]!.toString('utf8')
+      const kind = fields[at + 1]!.toString('latin1')
+      const linked = fields[at + 4]!.toString('utf8')
+      const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : 'other'
+      const key = linked.length > 0 ? linked : dir === '/' ? `/${name}` : `${dir}/${name}`
+      entries.push({
+        name,
+        type,
+        target: { targetKey: FsTargetKey(key), displayPath: displayPathOf(target.displayPath, name) },
+        ...(kind !== '-' ? { version: FsVersion(fields[at + 3]!.toString('latin1')) } : {}),
+        ...(type === 'file' ? { size: Number(fields[at + 2]!.toString('latin1')) } : {}),
+      })
     }
     return entries.sort((left, right) => left.name.localeCompare(right.name) || (left.name < right.name ? -1 : left.name > right.name ? 1 : 0))
   }
@@ -420,8 +470,10 @@ export class RemoteFileSystem extends FileSystem {
   }
 
   /**
-   * The fence of one mutation (see the module comment): the target to mutate (re-resolved now
-   * under workspace-write) and the roots the server re-checks (none: unfenced).
+   * The fence of one mutation (see the module comment): the roots the server checks again on the
+   * directory it renames in (none: unfenced). The client's check is on the target's canonical
+   * key; the server's, on the descriptor of the directory it publishes in, is the one a symlink
+   * swapped since cannot get around (so no second resolve is paid for here).
    * @throws FsError FS_SANDBOX_DENIED under read-only, or outside the writable roots.
    */
   private async fenced(target: FsTarget, verb: 'write' | 'edit', policy: SandboxExecutionPolicy): Promise<{ target: FsTarget; roots: string[] }> {
@@ -431,12 +483,10 @@ export class RemoteFileSystem extends FileSystem {
     // program a private one (bubblewrap): a file written there would be seen by nobody.
     const temp = privateRootsOf(this.ctx.get('sandbox')).some(root => isWithin(root, '/tmp')) ? [] : ['/tmp']
     const roots = await Promise.all([policy.workspaceRoot, ...temp].map(root => this.canonicalRoot(root)))
-    // Fresh: a symlink of an ancestor swapped since the caller resolved shows now.
-    const fresh = await this.resolve(this.processPath(target), { cwd: '/' })
-    if (!roots.some(root => isWithin(root, this.processPath(fresh)))) {
+    if (!roots.some(root => isWithin(root, this.processPath(target)))) {
       throw new FsError(`cannot ${verb} "${target.displayPath}": file access denied under workspace-write mode`, 'FS_SANDBOX_DENIED')
     }
-    return { target: { targetKey: fresh.targetKey, displayPath: target.displayPath }, roots }
+    return { target, roots }
   }
 
   /** One publication by the server (see server/fsd.c `op_write`). */
@@ -501,7 +551,7 @@ export class RemoteFileSystem extends FileSystem {
     for (let attempt = 1; ; attempt += 1) {
       let read: { bytes: Buffer; version: FsVersion }
       try {
-        read = await this.readWhole(fence.target, 'edit', undefined, signal)
+        read = (attempt === 1 ? this.foldedContent(target) : undefined) ?? await this.readWhole(fence.target, 'edit', undefined, signal)
       } catch (error) {
         if (error instanceof FsError && error.code === 'FS_NOT_FOUND') throw stale()
         throw error

@@ -71,11 +71,11 @@ export class ServerChannel {
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
 
-  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void): void }, info: ServerInfo, where: string) {
+  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void, onData: (id: number, part: Buffer) => void): void }, info: ServerInfo, where: string) {
     this.transport = transport
     this.info = info
     this.where = where
-    decoder.replace(this.onFrame)
+    decoder.replace(this.onFrame, this.onDataPart)
     transport.stdout.once('end', () => this.fail(new ServerLostError(`the file server in ${where} ended`)))
     transport.stdout.once('close', () => this.fail(new ServerLostError(`the file server's channel in ${where} closed`)))
     transport.stdout.on('error', (error: Error) => this.fail(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error })))
@@ -104,8 +104,9 @@ export class ServerChannel {
       cleanup()
       ready.resolve(new ServerChannel(transport, holder, info, where))
     }
-    const decoder = new FrameDecoder(frame => onFrame(frame))
-    const holder = { replace: (next: (frame: Frame) => void): void => { onFrame = next } }
+    let deliverData = (_id: number, _part: Buffer): void => {}
+    const decoder = new FrameDecoder(frame => onFrame(frame), (id, part) => deliverData(id, part))
+    const holder = { replace: (next: (frame: Frame) => void, data: (id: number, part: Buffer) => void): void => { onFrame = next; deliverData = data } }
     let said = ''
     const onData = (chunk: Buffer): void => {
       // Until the hello arrives, what a world printed instead (a refusal, a shell's message)
@@ -158,7 +159,8 @@ export class ServerChannel {
    * @param code - the operation letter.
    * @param fields - its fields.
    * @param options.content - raw bytes written right after the frame (a write's content).
-   * @param options.onData - receives each `D` frame's payload of the reply, in order.
+   * @param options.onData - receives the `D` frames' payload of the reply, in order, in the
+   *   pieces it arrived in (views of the transport's chunks: keep them, or copy them).
    * @throws ServerRefusal for an `E` reply; ServerLostError when the channel ended.
    */
   request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void } = {}): Promise<ServerReply> {
@@ -167,8 +169,16 @@ export class ServerChannel {
     if (this.nextId > 0xffff_fff0) this.nextId = 1
     const reply = Promise.withResolvers<ServerReply>()
     this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData })
-    this.transport.stdin.write(encodeFrame(id, code, encodeFields(fields)))
-    if (options.content !== undefined && options.content.length > 0) this.transport.stdin.write(options.content)
+    const frame = encodeFrame(id, code, encodeFields(fields))
+    const content = options.content
+    // One write where it is small: over SSH each write is a packet and costs the client a
+    // channel write (~0.5 ms of main-thread time measured).
+    if (content === undefined || content.length === 0) this.transport.stdin.write(frame)
+    else if (content.length <= 256 * 1024) this.transport.stdin.write(Buffer.concat([frame, content]))
+    else {
+      this.transport.stdin.write(frame)
+      this.transport.stdin.write(content)
+    }
     return reply.promise
   }
 
@@ -185,13 +195,15 @@ export class ServerChannel {
     this.fail(new ServerLostError(`the file server in ${this.where} was closed`))
   }
 
+  /** A piece of a `D` frame's payload (the decoder streams them; see protocol.ts). */
+  private readonly onDataPart = (id: number, part: Buffer): void => {
+    this.pending.get(id)?.onData?.(part)
+  }
+
   private readonly onFrame = (frame: Frame): void => {
     const waiter = this.pending.get(frame.id)
     if (waiter === undefined) return
     switch (frame.code) {
-      case 'D':
-        waiter.onData?.(frame.payload)
-        return
       case 'K':
       case 'A':
         this.pending.delete(frame.id)

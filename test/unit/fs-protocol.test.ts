@@ -48,7 +48,8 @@ describe('frames', () => {
     const decoder = new FrameDecoder(frame => frames.push(frame))
     decoder.push(stream.subarray(0, 12))
     expect(frames.map(frame => frame.id)).toEqual([])
-    expect(decoder.pending).toBe(12)
+    // The header is taken; three payload bytes wait.
+    expect(decoder.pending).toBe(3)
     decoder.push(stream.subarray(12, 14))
     expect(frames.map(frame => frame.id)).toEqual([1])
   })
@@ -64,5 +65,22 @@ describe('fields', () => {
     const payload = encodeFields(['abc']).subarray(0, 5)
     expect(() => decodeFields(payload)).toThrow('field of 3 bytes at byte 0 runs past the 5-byte payload')
     expect(() => decodeFields(Buffer.from([1, 0]))).toThrow('truncated field length at byte 0 of 2')
+  })
+})
+
+describe('data frames streamed', () => {
+  it('hand on each D payload in the pieces it arrived in, without copying, and other frames whole', () => {
+    const data = Buffer.alloc(1000, 9)
+    const stream = Buffer.concat([encodeFrame(4, 'D', data), encodeFrame(4, 'K', Buffer.from('ok'))])
+    const parts: Buffer[] = []
+    const frames: Frame[] = []
+    const decoder = new FrameDecoder(frame => frames.push(frame), (id, part) => { expect(id).toBe(4); parts.push(part) })
+    const chunks = [stream.subarray(0, 100), stream.subarray(100, 600), stream.subarray(600)]
+    for (const chunk of chunks) decoder.push(chunk)
+    expect(parts.map(part => part.length)).toEqual([91, 500, 409])
+    // Views of the received chunks: the same memory.
+    expect(parts[1]!.buffer).toBe(chunks[1]!.buffer)
+    expect(Buffer.concat(parts)).toEqual(data)
+    expect(frames.map(frame => [frame.id, frame.code, frame.payload.toString()])).toEqual([[4, 'K', 'ok']])
   })
 })

@@ -50,8 +50,9 @@ describe.each(['x86_64', 'aarch64'] as const)('the %s build', arch => {
       expect(Buffer.concat(chunks).toString()).toBe('one\ntwo\n')
       expect(text(read[5])).toBe(version)
       // List: name, type, size, version, symlink target.
-      const listed: string[] = []
-      await server.request('l', [dir], { onData: chunk => listed.push(...decodeFields(chunk).map(text)) })
+      const pieces: Buffer[] = []
+      await server.request('l', [dir], { onData: chunk => pieces.push(Buffer.from(chunk)) })
+      const listed = decodeFields(Buffer.concat(pieces)).map(text)
       expect([listed.slice(0, 3), listed[4], listed.slice(5, 8), listed[9]]).toEqual([['link', 'd', listed[2]], join(dir, 'sub'), ['sub', 'd', listed[7]], ''])
       // An edit guard with the wrong content hash is STALE; with the right one it publishes.
       const next = Buffer.from('one\nTWO\n')

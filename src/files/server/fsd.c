@@ -306,9 +306,18 @@ static int canonical(const char *base, const char *path, char *key, size_t size,
   }
 }
 
+static int open_regular(const char *path, struct stat *st, const char **code);
+
+/* resolve(base, path[, prefetch]): K with the canonical key, "1" and the target's record (or
+ * "0" when it does not exist), and, when `prefetch` is given and the target is a regular file
+ * of at most that many bytes, "1" and its content (else "0"). The content and the record then
+ * come from one open descriptor: what a read of the target right now would return, with its
+ * version. A tool's read is resolve, stat, read; this answers all three in one round trip. */
 static void op_resolve(uint32_t id, fields_t *f) {
   char *base = next_field(f, NULL);
   char *path = next_field(f, NULL);
+  if (f->bad) { send_error(id, "BADREQ", "bad resolve request", NULL); return; }
+  long long prefetch = f->offset < f->length ? field_number(f) : -1;
   if (f->bad) { send_error(id, "BADREQ", "bad resolve request", NULL); return; }
   static char key[PATH_MAX * 2];
   int exists = 0;
@@ -317,10 +326,39 @@ static void op_resolve(uint32_t id, fields_t *f) {
   buf_t b = { 0 };
   buf_str(&b, key);
   struct stat st;
-  if (exists && stat(key, &st) == 0) {
+  int fd = -1;
+  const char *code;
+  int present = exists && stat(key, &st) == 0;
+  /* Only a regular file is opened (stat first: opening a device can have effects of its own). */
+  if (present && prefetch >= 0 && S_ISREG(st.st_mode) && st.st_size <= prefetch) {
+    struct stat opened;
+    fd = open_regular(key, &opened, &code);
+    if (fd >= 0 && opened.st_size > prefetch) { close(fd); fd = -1; }
+    if (fd >= 0) st = opened;
+  }
+  if (present) {
     buf_str(&b, "1");
     buf_record(&b, &st);
   } else {
+    buf_str(&b, "0");
+  }
+  if (fd >= 0) {
+    /* One byte past the record's size shows a file that grew meanwhile: then no content. */
+    size_t room = (size_t)st.st_size + 1, total = 0;
+    unsigned char *content = malloc(room);
+    int failed = content == NULL;
+    while (!failed && total < room) {
+      ssize_t n = read(fd, content + total, room - total);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) failed = 1;
+      if (n <= 0) break;
+      total += (size_t)n;
+    }
+    close(fd);
+    if (!failed && total == (size_t)st.st_size) { buf_str(&b, "1"); buf_field(&b, content, total); }
+    else buf_str(&b, "0");
+    free(content);
+  } else if (prefetch >= 0) {
     buf_str(&b, "0");
   }
   send_buf(id, 'K', &b);
