@@ -155,10 +155,16 @@ export class RemoteFileSystem extends FileSystem {
   private readonly configuredCwd: string | undefined
   private readonly diffBasisMaxBytes: number
   private readonly canonicalRoots = new Map<string, Promise<string>>()
-  /** What resolve learned of the target it returned, for its first stat (see RESOLVE_STAT_FOLD_MS). */
+  /** What resolve learned of the target it returned, for its first stat and read (see RESOLVE_STAT_FOLD_MS). */
   private readonly folded = new WeakMap<FsTarget, Folded>()
   /** Mutations started through this file system (a fold older than one is not used). */
   private mutations = 0
+  /** The world user's HOME, once asked (the default cwd's last resort). */
+  private home: Promise<string> | undefined
+  /** The live server of each confinement key (the fast path of {@link server}). */
+  private readonly channels = new Map<string, ServerChannel>()
+  /** The standing policy and default cwd, asked of the services at most once a second (each ask costs ~50 µs). */
+  private standing: { policy: SandboxExecutionPolicy; cwd: string | undefined; until: number } | undefined
 
   /**
    * @throws FsError FS_IO_ERROR for a relative `cwd` or an unusable `diffBasisMaxBytes`.
@@ -188,10 +194,26 @@ export class RemoteFileSystem extends FileSystem {
     return this.owner.describe()
   }
 
-  /** The policy of a call that carries none: the deployment's, else none (unconfined). */
+  /**
+   * The policy of a call that carries none: the deployment's, else none (unconfined), and the
+   * policy's workspace root. Read from the services at most once a second: a mode changed at
+   * run time reaches reads within that second, and every mutation carries its own policy.
+   */
+  private standingFacts(): { policy: SandboxExecutionPolicy; cwd: string | undefined } {
+    const now = performance.now()
+    if (this.standing !== undefined && now < this.standing.until) return this.standing
+    const service = this.ctx.get('sandboxPolicy')
+    const root = service?.workspaceRoot
+    this.standing = {
+      policy: service === undefined ? { mode: 'danger-full-access', workspaceRoot: '/' } : service.resolve(),
+      cwd: root !== undefined && root.startsWith('/') ? root : undefined,
+      until: now + 1_000,
+    }
+    return this.standing
+  }
+
   private standingPolicy(): SandboxExecutionPolicy {
-    const policy = this.ctx.get('sandboxPolicy')
-    return policy === undefined ? { mode: 'danger-full-access', workspaceRoot: '/' } : policy.resolve()
+    return this.standingFacts().policy
   }
 
   private confineFor(policy: SandboxExecutionPolicy): Confine | undefined {
@@ -209,6 +231,9 @@ export class RemoteFileSystem extends FileSystem {
    * @throws FsError FS_SANDBOX_DENIED when the world cannot confine it under that mode.
    */
   private async server(context: FsErrorContext, policy: SandboxExecutionPolicy = this.standingPolicy()): Promise<ServerChannel> {
+    const key = policy.mode === 'danger-full-access' ? '' : `${policy.mode}\0${policy.workspaceRoot}`
+    const known = this.channels.get(key)
+    if (known?.alive === true) return known
     const confine = this.confineFor(policy)
     let confined: Confine | undefined = confine
     if (confine !== undefined) {
@@ -222,13 +247,15 @@ export class RemoteFileSystem extends FileSystem {
       }
     }
     try {
-      return await this.servers.server(confined, privateRootsOf(this.ctx.get('sandbox')))
+      const channel = await this.servers.server(confined, privateRootsOf(this.ctx.get('sandbox')))
+      this.channels.set(key, channel)
+      return channel
     } catch (error) {
       throw fsErrorOf(error, context)
     }
   }
 
-  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; policy?: SandboxExecutionPolicy } = {}): Promise<ServerReply> {
+  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; policy?: SandboxExecutionPolicy } = {}): Promise<ServerReply> {
     const server = await this.server(context, options.policy)
     try {
       return await server.request(code, fields, options)
@@ -237,18 +264,20 @@ export class RemoteFileSystem extends FileSystem {
     }
   }
 
-  private async defaultCwd(): Promise<string> {
+  /** The base of relative paths without a cwd: the configured one, the workspace root, else HOME (asked once). */
+  private defaultCwd(): string | Promise<string> {
     if (this.configuredCwd !== undefined) return this.configuredCwd
-    const root = this.ctx.get('sandboxPolicy')?.workspaceRoot
-    if (root !== undefined && root.startsWith('/')) return root
-    const home = (await this.owner.userEnvironment()).ambient.HOME
-    return home !== undefined && home.startsWith('/') ? home : '/'
+    const root = this.standingFacts().cwd
+    if (root !== undefined) return root
+    this.home ??= this.owner.userEnvironment().then(({ ambient }) => ambient.HOME !== undefined && ambient.HOME.startsWith('/') ? ambient.HOME : '/')
+    this.home.catch(() => { this.home = undefined })
+    return this.home
   }
 
   private async base(cwd: string | undefined): Promise<string> {
+    if (cwd !== undefined && cwd.startsWith('/')) return cwd
     const fallback = await this.defaultCwd()
-    if (cwd === undefined) return fallback
-    return cwd.startsWith('/') ? cwd : rawJoin(fallback, cwd)
+    return cwd === undefined ? fallback : rawJoin(fallback, cwd)
   }
 
   /**
@@ -317,7 +346,7 @@ export class RemoteFileSystem extends FileSystem {
 
   /**
    * Metadata of the target (following symlinks), undefined when absent. One request, or none for
-   * the first stat of a target `resolve` returned within the last 50 ms (resolve read it then).
+   * the first stat of a target `resolve` returned within the last 25 ms (resolve read it then).
    * @throws FsError FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
    */
   override async stat(target: FsTarget, signal?: AbortSignal): Promise<FsInfo | undefined> {
@@ -349,21 +378,33 @@ export class RemoteFileSystem extends FileSystem {
     return { version: record.version, type: record.type, size: record.size }
   }
 
-  /** The whole file's bytes and the version of what was read (one request). */
+  /**
+   * The whole file's bytes and the version of what was read (one request). The server says the
+   * size first: the bytes are copied once, into one buffer, as they arrive (a file that changed
+   * size meanwhile is still returned whole, as it was read).
+   */
   private async readWhole(target: FsTarget, verb: 'read' | 'edit', maxBytes: number | undefined, signal: AbortSignal | undefined): Promise<{ bytes: Buffer; version: FsVersion }> {
-    const chunks: Buffer[] = []
-    let total = 0
+    let out: Buffer | undefined
+    let filled = 0
+    const beyond: Buffer[] = []
     const reply = await abortable(this.request({ verb, displayPath: target.displayPath }, 'o', [this.processPath(target), maxBytes === undefined ? '' : String(maxBytes)], {
-      onData: chunk => {
-        chunks.push(chunk)
-        total += chunk.length
+      onSize: size => { out = Buffer.allocUnsafe(size) },
+      onData: part => {
+        if (out !== undefined && beyond.length === 0 && filled + part.length <= out.length) {
+          out.set(part, filled)
+          filled += part.length
+        } else {
+          beyond.push(Buffer.from(part))
+        }
       },
     }), signal, verb)
-    return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total), version: parseRecord(decodeFields(reply.payload), 0).version }
+    const head = (out ?? Buffer.alloc(0)).subarray(0, filled)
+    return { bytes: beyond.length === 0 ? head : Buffer.concat([head, ...beyond]), version: parseRecord(decodeFields(reply.payload), 0).version }
   }
 
   /**
-   * The whole regular file as UTF-8 text. One request.
+   * The whole regular file as UTF-8 text. One request, or none for the first read of a small
+   * file (<= 128 KiB) `resolve` returned within the last 25 ms (resolve read it then).
    * @throws FsError FS_NOT_FOUND, FS_NOT_REGULAR_FILE, FS_NOT_TEXT (binary or invalid UTF-8),
    *   FS_PERMISSION_DENIED, FS_IO_ERROR (the world was lost), FS_ABORTED.
    */

@@ -53,6 +53,7 @@ interface Pending {
   resolve(reply: ServerReply): void
   reject(error: Error): void
   onData: ((chunk: Buffer) => void) | undefined
+  onSize: ((bytes: number) => void) | undefined
 }
 
 const HELLO_TIMEOUT_MS = 15_000
@@ -161,14 +162,15 @@ export class ServerChannel {
    * @param options.content - raw bytes written right after the frame (a write's content).
    * @param options.onData - receives the `D` frames' payload of the reply, in order, in the
    *   pieces it arrived in (views of the transport's chunks: keep them, or copy them).
+   * @param options.onSize - receives an `S` frame's size (bytes of the data to come; a read's).
    * @throws ServerRefusal for an `E` reply; ServerLostError when the channel ended.
    */
-  request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void } = {}): Promise<ServerReply> {
+  request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void } = {}): Promise<ServerReply> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
     const id = this.nextId++
     if (this.nextId > 0xffff_fff0) this.nextId = 1
     const reply = Promise.withResolvers<ServerReply>()
-    this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData })
+    this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData, onSize: options.onSize })
     const frame = encodeFrame(id, code, encodeFields(fields))
     const content = options.content
     // One write where it is small: over SSH each write is a packet and costs the client a
@@ -204,6 +206,9 @@ export class ServerChannel {
     const waiter = this.pending.get(frame.id)
     if (waiter === undefined) return
     switch (frame.code) {
+      case 'S':
+        waiter.onSize?.(Number(frame.payload.toString('latin1')))
+        return
       case 'K':
       case 'A':
         this.pending.delete(frame.id)

@@ -12,7 +12,8 @@
  *   p ping | r resolve(base, path) | s stat(path, follow) | o read(path, max) | f open(path)
  *   g pread(handle, offset, length) | c close(handle) | l list(path) | w write(...) + content
  *   q quit
- * Replies: K ok, A absent, D data (part of a longer reply), E error(code, message).
+ * Replies: K ok, A absent, D data (part of a longer reply), S size (of the data to come, as
+ * decimal digits), E error(code, message).
  * The first frame the server sends is H (hello): fields "dsh-fsd", protocol, uid, gid, pid,
  * arch, umask. The client side is src/files/server-channel.ts; the protocol is documented there.
  *
@@ -404,7 +405,8 @@ static void send_open_error(uint32_t id, const char *code, const char *path) {
 
 static unsigned char chunk[DATA_CHUNK];
 
-/* read(path, max): D frames of the content, then K with the record of the opened file. A file
+/* read(path, max): S with the opened file's size, D frames of the content, then K with its
+ * record. A file
  * over max (known from fstat, or found while reading: it grew) is TOOLARGE; at most max+1
  * bytes are read, so nothing past the bound is ever sent. */
 static void op_read(uint32_t id, fields_t *f) {
@@ -423,6 +425,10 @@ static void op_read(uint32_t id, fields_t *f) {
     send_error(id, "TOOLARGE", text, NULL);
     return;
   }
+  /* S: the size the content has now, so the client can hold it in one buffer from the start. */
+  char size_text[32];
+  int size_length = snprintf(size_text, sizeof size_text, "%lld", (long long)st.st_size);
+  send_frame(id, 'S', size_text, (size_t)size_length);
   long long total = 0;
   for (;;) {
     size_t want = DATA_CHUNK;
@@ -970,6 +976,10 @@ int main(int argc, char **argv) {
    * client's transport open after the server ends. */
   for (int fd = 3; fd < 64; fd++) close(fd);
   proc_fds = access("/proc/self/fd", F_OK) == 0;
+  /* A larger pipe to whoever reads stdout (sshd, the container runtime): a 256 KiB data frame
+   * then crosses in one write instead of four 64 KiB ones (fcntl(2) F_SETPIPE_SZ; bounded by
+   * /proc/sys/fs/pipe-max-size, 1 MiB by default; a refusal changes nothing). */
+  fcntl(1, F_SETPIPE_SZ, 1 << 20);
   mode_t mask = umask(0);
   umask(mask);
   buf_t hello = { 0 };
