@@ -58,8 +58,15 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
       ['terminal reads beyond fd 0', true],
       ['teardown proof', true],
       ['terminal replies', true],
+      ['files', true],
+      ['file writes', true],
+      ['search', true],
     ])
     const detail = (name: string): string | undefined => report.checks.find(check => check.name === name)?.detail
+    const home = user === 'root' ? '/root' : '/home/agent'
+    expect(detail('files')).toMatch(new RegExp(`^file server ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-fsd( \\(copied in now\\))?; median stat round trip \\d+\\.\\d\\d ms; /tmp lists \\d+ entries$`))
+    expect(detail('file writes')).toBe('a file written atomically in /tmp under danger-full-access reads back exactly')
+    expect(detail('search')).toBe('glob and grep run /usr/bin/rg in the world (ripgrep 13.0.0)')
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)
     expect(detail('terminal reads beyond fd 0')).toMatch(/^a read of \/dev\/tty on fd 3 \(group \d+\) is proven too/)
