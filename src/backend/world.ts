@@ -173,13 +173,15 @@ export interface RemoteWorld {
  * A minimal registered-agent stand-in that owns terminals (terminal services key sessions by
  * owner): a store-entered session and no model. Register it with `ctx.agents.register`.
  * @param ctx - a context with `ctx.sessions` (dsh-session's SessionStore).
+ * @param options.cwd - the session header's cwd (a path in the world): where DSH's file tools
+ *   resolve relative paths and ripgrep runs for this agent.
  */
-export function ownerAgent(ctx: Context, rawId: string): Agent {
+export function ownerAgent(ctx: Context, rawId: string, options: { cwd?: string } = {}): Agent {
   const id = SessionId(rawId)
   const scope = ctx.plugin({ inject: ['sessions'], apply: () => {} })
   // A store-entered session publishes `session/event`, so upstream observers hold, e.g.
   // terminal-bash's fence: no `sandbox/mode` change while terminals are open.
-  const session = scope.ctx.sessions.create(id)
+  const session = options.cwd === undefined ? scope.ctx.sessions.create(id) : scope.ctx.sessions.create(id, { meta: { cwd: options.cwd } })
   return {
     id,
     options: {},

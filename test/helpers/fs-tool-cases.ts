@@ -11,17 +11,16 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Context } from '@deepseek-ai/cordis'
-import { Inbox, type Agent } from '@deepseek-ai/dsh-agent'
+import type { Agent } from '@deepseek-ai/dsh-agent'
 import * as FsObservationPolicy from '@deepseek-ai/dsh-fs-observation-policy'
 import { CallId } from '@deepseek-ai/dsh-llm'
-import { SessionId } from '@deepseek-ai/dsh-session'
 import SystemPrompt from '@deepseek-ai/dsh-system-prompt'
 import * as ToolFs from '@deepseek-ai/dsh-tool-fs'
 import * as ToolFsSearch from '@deepseek-ai/dsh-tool-fs-search'
 import * as ToolStrReplaceEditor from '@deepseek-ai/dsh-tool-str-replace-editor'
 import ToolRuntime, { type ToolExecutionResult } from '@deepseek-ai/dsh-tools'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { RemoteWorld, WorldTerminal } from '../../src/backend/world.ts'
+import { type RemoteWorld, type WorldTerminal, ownerAgent } from '../../src/backend/world.ts'
 import { hangGuard, waitFor } from '../docker/helpers.ts'
 import { run } from '../sandbox/helpers.ts'
 import { codeOf, inWorld } from './fs-cases.ts'
@@ -71,24 +70,7 @@ export interface FsToolWorld {
  * ripgrep runs there, and the observation policy keys what was read by this session.
  */
 export function toolAgent(world: RemoteWorld, cwd: string): Agent {
-  const id = SessionId(`fs-tools-${randomUUID()}`)
-  const scope = world.ctx.plugin({ inject: ['sessions'], apply: () => {} })
-  const session = scope.ctx.sessions.create(id, { meta: { cwd } })
-  return {
-    id,
-    options: {},
-    session,
-    inbox: new Inbox(session, { inserted: () => {}, discarded: () => {}, claimed: () => {} }),
-    status: 'idle',
-    ctx: scope.ctx,
-    send: () => {},
-    followup: () => {},
-    steer: () => {},
-    inject: () => {},
-    cancel() {},
-    runMaintenance: (task: (signal: AbortSignal) => unknown) => task(new AbortController().signal),
-    whenIdle: () => Promise.resolve(),
-  } as unknown as Agent
+  return ownerAgent(world.ctx, `fs-tools-${randomUUID()}`, { cwd })
 }
 
 let calls = 0
