@@ -9,9 +9,9 @@
 import { SESSION_TAG_VARIABLE } from '../providers/remote/ownership.ts'
 import { shQuote, shQuoteArgv } from '../providers/remote/quote.ts'
 import type { WorldOwner } from '../providers/remote/world-owner.ts'
-import { installWorldTool } from '../providers/remote/world-tools/install.ts'
+import { forgetWorldTool, installWorldTool } from '../providers/remote/world-tools/install.ts'
 import { isWithin } from './paths.ts'
-import { ServerChannel } from './server-channel.ts'
+import { ServerChannel, ServerLostError } from './server-channel.ts'
 
 /** Wraps the server's argv for a confined mode, or throws why it cannot (a SandboxUnavailableError). */
 export type Confine = (argv: readonly string[]) => readonly string[]
@@ -21,25 +21,42 @@ export class FileServers {
   private readonly servers = new Map<string, Promise<ServerChannel>>()
   private disposed = false
 
-  constructor(private readonly owner: WorldOwner) {}
+  /** @param options.silenceMs - see server-channel.ts `DEFAULT_SERVER_SILENCE_MS`. */
+  constructor(private readonly owner: WorldOwner, private readonly options: { silenceMs?: number | undefined } = {}) {}
 
   /**
-   * The server for a confinement: `confine` undefined for an unconfined one
+   * The server for a confinement and a role: `confine` undefined for an unconfined one
    * (danger-full-access), else the wrapper of the mode in question, whose confined programs get
-   * `privateRoots` of their own (sandbox/layout.ts).
+   * `privateRoots` of their own (sandbox/layout.ts). Reads and writes have servers of their
+   * own (each answers one request at a time): a write waiting for a directory lock, or a large
+   * one streaming in, never holds up a read.
+   *
+   * A server that ends before it starts (its copy vanished: a restarted container, a cleared
+   * cache) is copied in again and started once more.
    * @throws WorldToolUnavailableError when the server cannot be copied into the world, or a
    *   confined one would sit where the confinement hides it; whatever `confine` throws;
-   *   ServerLostError when it does not start; the owner's errors.
+   *   ServerLostError when it does not start (with what it printed); the owner's errors.
    */
-  async server(confine: Confine | undefined, privateRoots: readonly string[] = []): Promise<ServerChannel> {
-    if (this.disposed) throw new Error('the filesystem half of this world was closed')
-    const { path } = await installWorldTool(this.owner, 'dsh-fsd')
-    const argv = confine === undefined ? [path] : [...confine([path])]
-    if (confine !== undefined) {
-      const hidden = privateRoots.find(root => isWithin(root, path))
-      if (hidden !== undefined) throw new Error(`the file server was copied to ${path}, which the confinement of ${this.owner.describe()} hides (it gives confined programs a private ${hidden}); give the world's user a writable HOME`)
+  async server(confine: Confine | undefined, privateRoots: readonly string[] = [], role: 'read' | 'write' = 'read'): Promise<ServerChannel> {
+    if (this.disposed) throw new ServerLostError('the filesystem half of this world was closed')
+    for (let attempt = 1; ; attempt += 1) {
+      const { path } = await installWorldTool(this.owner, 'dsh-fsd')
+      const argv = confine === undefined ? [path] : [...confine([path])]
+      if (confine !== undefined) {
+        const hidden = privateRoots.find(root => isWithin(root, path))
+        if (hidden !== undefined) throw new Error(`the file server was copied to ${path}, which the confinement of ${this.owner.describe()} hides (it gives confined programs a private ${hidden}); give the world's user a writable HOME`)
+      }
+      try {
+        return await this.running(JSON.stringify([role, ...argv]), argv)
+      } catch (error) {
+        if (attempt >= 2 || !(error instanceof ServerLostError) || !error.message.includes('ended before it started')) throw error
+        forgetWorldTool(this.owner, 'dsh-fsd')
+      }
     }
-    const key = JSON.stringify(argv)
+  }
+
+  /** The live server of `key`, started with `argv` when there is none (one start at a time). */
+  private async running(key: string, argv: readonly string[]): Promise<ServerChannel> {
     const existing = this.servers.get(key)
     if (existing !== undefined) {
       const channel = await existing.catch(() => undefined)
@@ -60,13 +77,16 @@ export class FileServers {
     // stdin's EOF, which a client's death gives it), the next client's reaper ends it.
     const script = `${SESSION_TAG_VARIABLE}=${shQuote(this.owner.newTag())}; export ${SESSION_TAG_VARIABLE}; exec ${shQuoteArgv(argv)}`
     const transport = await this.owner.openProcess(script)
-    transport.stderr.resume()
+    // Kept (a little) for the message of a server that does not start: a missing copy, a
+    // sandbox that refuses it.
+    let stderr = ''
+    transport.stderr.on('data', (chunk: Buffer) => { if (stderr.length < 2_000) stderr += chunk.toString('utf8') })
     const stdin = transport.stdin
     if (stdin === undefined) {
       transport.close()
       throw new Error(`${this.owner.describe()}: the file server's process has no stdin`)
     }
-    return ServerChannel.open({ stdin, stdout: transport.stdout, close: () => transport.close() }, this.owner.describe())
+    return ServerChannel.open({ stdin, stdout: transport.stdout, close: () => transport.close() }, this.owner.describe(), { stderr: () => stderr, ...(this.options.silenceMs !== undefined ? { silenceMs: this.options.silenceMs } : {}) })
   }
 
   /** Close every server (each ends at its stdin's EOF). Idempotent. */

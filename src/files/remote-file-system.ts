@@ -60,14 +60,31 @@ export interface RemoteFileSystemConfig {
   cwd?: string | undefined
   /** Exclusive byte limit of each side of a write's diff basis (default 10 MiB, as upstream). */
   diffBasisMaxBytes?: number | undefined
+  /**
+   * How long a file server may be silent with a request in flight before it counts as frozen
+   * (a paused container, a stopped process) and the request fails with FS_IO_ERROR, in ms
+   * (default 30 000; server-channel.ts `DEFAULT_SERVER_SILENCE_MS`).
+   */
+  silenceMs?: number | undefined
 }
 
 /** The default of {@link RemoteFileSystemConfig.diffBasisMaxBytes}: 10 MiB. */
 export const DEFAULT_DIFF_BASIS_MAX_BYTES = 10 * 1024 * 1024
 /** Chunk of a `streamText` read (bytes; the server's data frame size). */
 const STREAM_CHUNK_BYTES = 256 * 1024
-/** How often an unguarded edit that lost a race to another writer is retried. */
-const EDIT_ATTEMPTS = 5
+/**
+ * How long an unguarded edit that keeps losing races to writers in other processes is retried
+ * (ms): it is an edit of the current content, so it tries again on the new content, until then.
+ */
+const UNGUARDED_EDIT_RETRY_MS = 10_000
+/**
+ * The most a whole-text read (`readText`, an edit's read) holds, in bytes: 256 MiB, half of
+ * what one JavaScript string can be (V8: 2^29 - 24 UTF-16 units). A larger file is
+ * FS_TOO_LARGE at once (its stat size), one that never ends (`/proc/self/pagemap` reads as
+ * size 0 and is 256 GiB) once that much arrived; either way the server goes on serving.
+ * `streamText` has no bound: its consumer enforces its own (upstream's contract).
+ */
+export const TEXT_READ_MAX_BYTES = 256 * 1024 * 1024
 /**
  * How long what `resolve` read (metadata, and the content of a small file) serves the first
  * `stat` and the first read of the target it returned (ms), unless a mutation went through this
@@ -118,6 +135,13 @@ function infoOf(record: WorldStat): FsInfo {
   return { version: record.version, type: record.type === 'symlink' ? 'other' : record.type, size: record.size }
 }
 
+/** What a sandbox said when it refused: the detail after upstream's generic text, when it has one. */
+function refusalOf(error: unknown): string {
+  const message = (error as Error)?.message ?? String(error)
+  const detail = / Runner failure: ([\s\S]*)$/.exec(message)?.[1]
+  return detail ?? message
+}
+
 function aborted(verb: string): FsError {
   return new FsError(`${verb} aborted`, 'FS_ABORTED')
 }
@@ -159,6 +183,10 @@ export class RemoteFileSystem extends FileSystem {
   private readonly folded = new WeakMap<FsTarget, Folded>()
   /** Mutations started through this file system (a fold older than one is not used). */
   private mutations = 0
+  /** Mutations of this file system per target, in order (upstream's per-target lock, in-process). */
+  private readonly locks = new Map<string, Promise<unknown>>()
+  /** Set once the scope is disposed: every call then fails as closed. */
+  private closed = false
   /** The world user's HOME, once asked (the default cwd's last resort). */
   private home: Promise<string> | undefined
   /** The live server of each confinement key (the fast path of {@link server}). */
@@ -175,10 +203,14 @@ export class RemoteFileSystem extends FileSystem {
     const limit = config.diffBasisMaxBytes ?? DEFAULT_DIFF_BASIS_MAX_BYTES
     if (!Number.isSafeInteger(limit) || limit <= 0) throw new FsError(`diffBasisMaxBytes must be a positive safe integer: ${limit}`, 'FS_IO_ERROR')
     this.owner = config.owner
-    this.servers = new FileServers(config.owner)
+    if (config.silenceMs !== undefined && (!Number.isSafeInteger(config.silenceMs) || config.silenceMs <= 0)) throw new FsError(`silenceMs must be a positive safe integer: ${config.silenceMs}`, 'FS_IO_ERROR')
+    this.servers = new FileServers(config.owner, { silenceMs: config.silenceMs })
     this.configuredCwd = config.cwd
     this.diffBasisMaxBytes = limit
-    ctx.effect(() => () => this.servers.dispose(), 'remote file servers')
+    ctx.effect(() => () => {
+      this.closed = true
+      return this.servers.dispose()
+    }, 'remote file servers')
   }
 
   /**
@@ -192,6 +224,11 @@ export class RemoteFileSystem extends FileSystem {
   /** The world this file system serves, for messages. */
   describe(): string {
     return this.owner.describe()
+  }
+
+  /** @throws FsError FS_IO_ERROR once the scope was disposed (nothing is answered from memory then either). */
+  private checkOpen(verb: string, displayPath: string): void {
+    if (this.closed) throw new FsError(`cannot ${verb} "${displayPath}": the filesystem half of ${this.owner.describe()} was closed`, 'FS_IO_ERROR')
   }
 
   /**
@@ -230,8 +267,9 @@ export class RemoteFileSystem extends FileSystem {
    * The server for `policy` (reads use the standing one).
    * @throws FsError FS_SANDBOX_DENIED when the world cannot confine it under that mode.
    */
-  private async server(context: FsErrorContext, policy: SandboxExecutionPolicy = this.standingPolicy()): Promise<ServerChannel> {
-    const key = policy.mode === 'danger-full-access' ? '' : `${policy.mode}\0${policy.workspaceRoot}`
+  private async server(context: FsErrorContext, policy: SandboxExecutionPolicy = this.standingPolicy(), role: 'read' | 'write' = 'read'): Promise<ServerChannel> {
+    this.checkOpen(context.verb, context.displayPath)
+    const key = `${role}\0${policy.mode === 'danger-full-access' ? '' : `${policy.mode}\0${policy.workspaceRoot}`}`
     const known = this.channels.get(key)
     if (known?.alive === true) return known
     const confine = this.confineFor(policy)
@@ -242,12 +280,12 @@ export class RemoteFileSystem extends FileSystem {
         try {
           return confine(argv)
         } catch (error) {
-          throw new FsError(`cannot ${context.verb} "${context.displayPath}": file access denied under ${policy.mode} mode: ${(error as Error).message}`, 'FS_SANDBOX_DENIED', { cause: error })
+          throw new FsError(`cannot ${context.verb} "${context.displayPath}": file access denied under ${policy.mode} mode: ${refusalOf(error)}`, 'FS_SANDBOX_DENIED', { cause: error })
         }
       }
     }
     try {
-      const channel = await this.servers.server(confined, privateRootsOf(this.ctx.get('sandbox')))
+      const channel = await this.servers.server(confined, privateRootsOf(this.ctx.get('sandbox')), role)
       this.channels.set(key, channel)
       return channel
     } catch (error) {
@@ -255,8 +293,8 @@ export class RemoteFileSystem extends FileSystem {
     }
   }
 
-  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; policy?: SandboxExecutionPolicy } = {}): Promise<ServerReply> {
-    const server = await this.server(context, options.policy)
+  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; policy?: SandboxExecutionPolicy; role?: 'read' | 'write' } = {}): Promise<ServerReply> {
+    const server = await this.server(context, options.policy, options.role)
     try {
       return await server.request(code, fields, options)
     } catch (error) {
@@ -274,9 +312,15 @@ export class RemoteFileSystem extends FileSystem {
     return this.home
   }
 
-  private async base(cwd: string | undefined): Promise<string> {
+  private async base(cwd: string | undefined, verb: string, path: string): Promise<string> {
+    this.checkOpen(verb, path)
     if (cwd !== undefined && cwd.startsWith('/')) return cwd
-    const fallback = await this.defaultCwd()
+    let fallback: string
+    try {
+      fallback = await this.defaultCwd()
+    } catch (error) {
+      throw fsErrorOf(error, { verb, displayPath: path })
+    }
     return cwd === undefined ? fallback : rawJoin(fallback, cwd)
   }
 
@@ -290,7 +334,7 @@ export class RemoteFileSystem extends FileSystem {
   override async resolve(path: string, opts?: { cwd?: string; signal?: AbortSignal }): Promise<FsTarget> {
     checkAborted(opts?.signal, 'resolve')
     if (path.trim().length === 0) throw new FsError('file_path must be a non-empty string', 'FS_NOT_FOUND')
-    const base = await this.base(opts?.cwd)
+    const base = await this.base(opts?.cwd, 'resolve', path)
     const displayPath = displayPathOf(base, path)
     if (path.includes('\0')) throw new FsError(`cannot resolve "${displayPath}": the path holds a NUL byte`, 'FS_NOT_FOUND')
     const reply = await abortable(this.request({ verb: 'resolve', displayPath }, 'r', [base, path, String(RESOLVE_PREFETCH_BYTES)]), opts?.signal, 'resolve')
@@ -351,6 +395,7 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async stat(target: FsTarget, signal?: AbortSignal): Promise<FsInfo | undefined> {
     checkAborted(signal, 'stat')
+    this.checkOpen('stat', target.displayPath)
     const folded = this.fold(target)
     if (folded !== undefined && !folded.statTaken) {
       folded.statTaken = true
@@ -369,7 +414,7 @@ export class RemoteFileSystem extends FileSystem {
   override async lstat(path: string, opts?: { cwd?: string }, signal?: AbortSignal): Promise<FsPathInfo | undefined> {
     checkAborted(signal, 'lstat')
     if (path.trim().length === 0) throw new FsError('file_path must be a non-empty string', 'FS_NOT_FOUND')
-    const base = await this.base(opts?.cwd)
+    const base = await this.base(opts?.cwd, 'lstat', path)
     const displayPath = displayPathOf(base, path)
     if (path.includes('\0')) throw new FsError(`cannot lstat "${displayPath}": the path holds a NUL byte`, 'FS_NOT_FOUND')
     const reply = await abortable(this.request({ verb: 'lstat', displayPath }, 's', [rawJoin(base, path), '0']), signal, 'lstat')
@@ -388,7 +433,8 @@ export class RemoteFileSystem extends FileSystem {
     let filled = 0
     const beyond: Buffer[] = []
     const reply = await abortable(this.request({ verb, displayPath: target.displayPath }, 'o', [this.processPath(target), maxBytes === undefined ? '' : String(maxBytes)], {
-      onSize: size => { out = Buffer.allocUnsafe(size) },
+      // A size no buffer can be (a sparse file read unbounded) keeps the pieces instead.
+      onSize: size => { try { out = Buffer.allocUnsafe(size) } catch { out = undefined } },
       onData: part => {
         if (out !== undefined && beyond.length === 0 && filled + part.length <= out.length) {
           out.set(part, filled)
@@ -410,7 +456,8 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async readText(target: FsTarget, signal?: AbortSignal): Promise<string> {
     checkAborted(signal, 'read')
-    const { bytes } = this.foldedContent(target) ?? await this.readWhole(target, 'read', undefined, signal)
+    this.checkOpen('read', target.displayPath)
+    const { bytes } = this.foldedContent(target) ?? await this.readWhole(target, 'read', TEXT_READ_MAX_BYTES, signal)
     return decodeText(bytes, 'read', target.displayPath, true)
   }
 
@@ -530,13 +577,31 @@ export class RemoteFileSystem extends FileSystem {
     return { target, roots }
   }
 
+  /**
+   * Run the mutation `op` of `target` after this file system's earlier ones of the same target
+   * (FIFO per target key, as upstream's local provider): its own callers never race each other
+   * to a stale version; other processes are serialized by the server's lock in the world.
+   */
+  private async withLock<T>(target: FsTarget, op: () => Promise<T>): Promise<T> {
+    const key = String(target.targetKey)
+    const prior = this.locks.get(key) ?? Promise.resolve()
+    const run = prior.then(op, op)
+    const tail = run.then(() => undefined, () => undefined)
+    this.locks.set(key, tail)
+    try {
+      return await run
+    } finally {
+      if (this.locks.get(key) === tail) this.locks.delete(key)
+    }
+  }
+
   /** One publication by the server (see server/fsd.c `op_write`). */
   private async publish(target: FsTarget, verb: 'write' | 'edit', content: Buffer, guard: { kind: 'n' | 'c' | 'v' | 'h'; version?: string; sha256?: string }, beforeLimit: number, roots: readonly string[], policy: SandboxExecutionPolicy): Promise<{ operation: 'create' | 'update'; version: FsVersion; before: Buffer | undefined }> {
     // Counted at the start and at the end: a resolve answered while this was in flight does not fold.
     this.mutations += 1
     try {
       const fields = [this.processPath(target), guard.kind, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
-      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy })
+      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write' })
       const out = decodeFields(reply.payload)
       const record = parseRecord(out, 1)
       return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? out[8] : undefined }
@@ -559,6 +624,11 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async writeText(target: FsTarget, content: string, expected?: FsWriteIntent, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsWriteOutcome> {
     checkAborted(signal, 'write')
+    this.checkOpen('write', target.displayPath)
+    return this.withLock(target, () => this.write(target, content, expected, signal, sandboxPolicy))
+  }
+
+  private async write(target: FsTarget, content: string, expected: FsWriteIntent | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<FsWriteOutcome> {
     const policy = sandboxPolicy ?? this.standingPolicy()
     const fence = await this.fenced(target, 'write', policy)
     checkAborted(signal, 'write')
@@ -586,13 +656,19 @@ export class RemoteFileSystem extends FileSystem {
    */
   override async editText(target: FsTarget, edit: FsEditRequest, expected?: { version: FsVersion }, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsEditOutcome> {
     checkAborted(signal, 'edit')
+    this.checkOpen('edit', target.displayPath)
+    return this.withLock(target, () => this.edit(target, edit, expected, signal, sandboxPolicy))
+  }
+
+  private async edit(target: FsTarget, edit: FsEditRequest, expected: { version: FsVersion } | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<FsEditOutcome> {
     const policy = sandboxPolicy ?? this.standingPolicy()
     const fence = await this.fenced(target, 'edit', policy)
     const stale = (): FsError => new FsError(`cannot edit "${target.displayPath}": file changed since it was read`, 'FS_STALE_VERSION')
+    const started = performance.now()
     for (let attempt = 1; ; attempt += 1) {
       let read: { bytes: Buffer; version: FsVersion }
       try {
-        read = (attempt === 1 ? this.foldedContent(target) : undefined) ?? await this.readWhole(fence.target, 'edit', undefined, signal)
+        read = (attempt === 1 ? this.foldedContent(target) : undefined) ?? await this.readWhole(fence.target, 'edit', TEXT_READ_MAX_BYTES, signal)
       } catch (error) {
         if (error instanceof FsError && error.code === 'FS_NOT_FOUND') throw stale()
         throw error
@@ -608,7 +684,7 @@ export class RemoteFileSystem extends FileSystem {
         return { version: published.version, before: original, after: edited.content }
       } catch (error) {
         const lostRace = error instanceof FsError && error.code === 'FS_STALE_VERSION'
-        if (!lostRace || expected !== undefined || attempt >= EDIT_ATTEMPTS) throw lostRace ? stale() : error
+        if (!lostRace || expected !== undefined || performance.now() - started > UNGUARDED_EDIT_RETRY_MS) throw lostRace ? stale() : error
       }
     }
   }

@@ -57,6 +57,14 @@ interface Pending {
 }
 
 const HELLO_TIMEOUT_MS = 15_000
+/**
+ * Default bound of silence while a request is in flight (ms): a reply's frames keep coming
+ * while a long read streams, a write's reply comes once it is published, and the server waits
+ * at most 10 s for a directory lock (fsd.c LOCK_WAIT_MS). A server silent for longer is frozen
+ * (a paused container, a stopped process) or stuck: the channel is failed, as the control
+ * channel fails one request that times out, and the next call starts another server.
+ */
+export const DEFAULT_SERVER_SILENCE_MS = 30_000
 
 /**
  * One live file server. Methods reject with {@link ServerRefusal} for the server's own "no",
@@ -71,12 +79,18 @@ export class ServerChannel {
   private failure: ServerLostError | undefined
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
+  private readonly silenceMs: number
+  /** Fails the channel when the server is silent for silenceMs with a request in flight. */
+  private watchdog: NodeJS.Timeout | undefined
 
-  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void, onData: (id: number, part: Buffer) => void): void }, info: ServerInfo, where: string) {
+  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void, onData: (id: number, part: Buffer) => void): void }, info: ServerInfo, where: string, silenceMs: number) {
     this.transport = transport
     this.info = info
     this.where = where
+    this.silenceMs = silenceMs
     decoder.replace(this.onFrame, this.onDataPart)
+    // Any byte from the server is a sign of life for the request in flight.
+    transport.stdout.on('data', this.heard)
     transport.stdout.once('end', () => this.fail(new ServerLostError(`the file server in ${where} ended`)))
     transport.stdout.once('close', () => this.fail(new ServerLostError(`the file server's channel in ${where} closed`)))
     transport.stdout.on('error', (error: Error) => this.fail(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error })))
@@ -86,10 +100,13 @@ export class ServerChannel {
   /**
    * Wait for the server's hello on `transport`.
    * @param where - world description for messages.
+   * @param options.silenceMs - see {@link DEFAULT_SERVER_SILENCE_MS}.
+   * @param options.stderr - what the process printed on stderr so far, for the message of a
+   *   server that ended before it started.
    * @throws ServerLostError when the transport ends first, or no hello comes within 15 s, or the
    *   hello names another protocol (the message says what the world printed instead).
    */
-  static open(transport: ServerTransport, where: string): Promise<ServerChannel> {
+  static open(transport: ServerTransport, where: string, options: { silenceMs?: number; stderr?: () => string } = {}): Promise<ServerChannel> {
     const ready = Promise.withResolvers<ServerChannel>()
     let onFrame = (frame: Frame): void => {
       if (frame.id !== 0 || frame.code !== 'H') {
@@ -103,7 +120,7 @@ export class ServerChannel {
       }
       const info: ServerInfo = { uid: Number(fields[2]), gid: Number(fields[3]), pid: Number(fields[4]), arch: fields[5] ?? 'unknown', umask: fields[6] ?? '022' }
       cleanup()
-      ready.resolve(new ServerChannel(transport, holder, info, where))
+      ready.resolve(new ServerChannel(transport, holder, info, where, options.silenceMs ?? DEFAULT_SERVER_SILENCE_MS))
     }
     let deliverData = (_id: number, _part: Buffer): void => {}
     const decoder = new FrameDecoder(frame => onFrame(frame), (id, part) => deliverData(id, part))
@@ -119,7 +136,7 @@ export class ServerChannel {
         finish(new ServerLostError(`the file server in ${where} sent a malformed hello: ${(error as Error).message}`))
       }
     }
-    const text = (): string => said.replace(/[^\x20-\x7e\n]/g, '').trim().slice(0, 200)
+    const text = (): string => `${said}${options.stderr?.() ?? ''}`.replace(/[^\x20-\x7e\n]/g, '').trim().slice(0, 300)
     const onEnd = (): void => finish(new ServerLostError(`the file server in ${where} ended before it started${text().length > 0 ? `: ${JSON.stringify(text())}` : ''}`))
     const onError = (error: Error): void => finish(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error }))
     const timer = setTimeout(() => finish(new ServerLostError(`the file server in ${where} did not answer within ${HELLO_TIMEOUT_MS} ms`)), HELLO_TIMEOUT_MS)
@@ -171,6 +188,7 @@ export class ServerChannel {
     if (this.nextId > 0xffff_fff0) this.nextId = 1
     const reply = Promise.withResolvers<ServerReply>()
     this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData, onSize: options.onSize })
+    if (this.watchdog === undefined) this.arm()
     const frame = encodeFrame(id, code, encodeFields(fields))
     const content = options.content
     // One write where it is small: over SSH each write is a packet and costs the client a
@@ -197,6 +215,19 @@ export class ServerChannel {
     this.fail(new ServerLostError(`the file server in ${this.where} was closed`))
   }
 
+  /** (Re)start the silence bound, or stop it when nothing is in flight. */
+  private arm(): void {
+    if (this.watchdog !== undefined) clearTimeout(this.watchdog)
+    this.watchdog = this.pending.size === 0 || this.failure !== undefined ? undefined : setTimeout(() => {
+      this.fail(new ServerLostError(`the file server in ${this.where} did not answer within ${this.silenceMs} ms (frozen or stuck: a paused container, a stopped process); its channel is closed`))
+    }, this.silenceMs)
+    this.watchdog?.unref()
+  }
+
+  private readonly heard = (): void => {
+    if (this.watchdog !== undefined) this.arm()
+  }
+
   /** A piece of a `D` frame's payload (the decoder streams them; see protocol.ts). */
   private readonly onDataPart = (id: number, part: Buffer): void => {
     this.pending.get(id)?.onData?.(part)
@@ -212,10 +243,12 @@ export class ServerChannel {
       case 'K':
       case 'A':
         this.pending.delete(frame.id)
+        if (this.pending.size === 0) this.arm()
         waiter.resolve({ code: frame.code, payload: frame.payload })
         return
       case 'E': {
         this.pending.delete(frame.id)
+        if (this.pending.size === 0) this.arm()
         const [code, message] = decodeFields(frame.payload).map(field => field.toString('utf8'))
         waiter.reject(new ServerRefusal(code ?? 'EOTHER', message ?? 'the file server refused'))
         return
@@ -228,6 +261,8 @@ export class ServerChannel {
   private fail(error: ServerLostError): void {
     if (this.failure !== undefined) return
     this.failure = error
+    if (this.watchdog !== undefined) clearTimeout(this.watchdog)
+    this.watchdog = undefined
     for (const waiter of this.pending.values()) waiter.reject(error)
     this.pending.clear()
     try {

@@ -34,14 +34,18 @@ export function invalidUtf8Error(verb: 'read' | 'edit', displayPath: string): Fs
 /**
  * Decode a whole file as UTF-8.
  * @param sampleOnly - true: a NUL counts only within the first {@link BINARY_SAMPLE_BYTES} (reads); false: anywhere (edits).
- * @throws FsError FS_NOT_TEXT for a binary file or invalid UTF-8.
+ * @throws FsError FS_NOT_TEXT for a binary file or invalid UTF-8; FS_TOO_LARGE for text longer
+ *   than a JavaScript string (V8: 2^29 - 24 UTF-16 units).
  */
 export function decodeText(bytes: Uint8Array, verb: 'read' | 'edit', displayPath: string, sampleOnly: boolean): string {
   const scanned = sampleOnly ? bytes.subarray(0, BINARY_SAMPLE_BYTES) : bytes
   if (scanned.includes(0)) throw binaryFileError(verb, displayPath)
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes)
-  } catch {
+  } catch (error) {
+    // A fatal decoder throws TypeError for invalid bytes; anything else (a RangeError: the text
+    // is longer than a JavaScript string can be) is not the file's fault.
+    if (!(error instanceof TypeError)) throw new FsError(`cannot ${verb} "${displayPath}": ${bytes.length} bytes of text are more than one string can hold (${(error as Error).message}); stream it`, 'FS_TOO_LARGE', { cause: error })
     throw invalidUtf8Error(verb, displayPath)
   }
 }
@@ -69,7 +73,8 @@ export class TextStreamDecoder {
     }
     try {
       return chunk === undefined ? this.decoder.decode() : this.decoder.decode(chunk, { stream: true })
-    } catch {
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error
       throw invalidUtf8Error('read', this.displayPath)
     }
   }
@@ -126,6 +131,7 @@ export function diffBasis(bytes: Uint8Array): string | null {
   try {
     return normalizeLineEndings(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
   } catch {
+    // Invalid UTF-8, or too long for a string: no basis (the consumer diffs the whole file).
     return null
   }
 }

@@ -27,12 +27,15 @@ export interface Config {
   cwd?: string
   /** Exclusive byte limit of each side of a write's diff basis (default 10 MiB). */
   diffBasisMaxBytes?: number
+  /** How long a file server may be silent with a request in flight before the request fails (ms, default 30 000). */
+  silenceMs?: number
 }
 
 /** Schema of {@link Config}. */
 export const Config: z<Config> = z.object({
   cwd: z.string().description('Base of relative paths for calls without a session cwd (an absolute path in the world; default: the workspace root, else HOME).'),
   diffBasisMaxBytes: z.natural().description('Exclusive byte limit of each side of a write\'s diff basis (default 10 MiB).'),
+  silenceMs: z.natural().description('How long a file server may be silent with a request in flight before the request fails as frozen (ms, default 30000).'),
 })
 
 /**

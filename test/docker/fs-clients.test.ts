@@ -4,6 +4,8 @@
  * The second client is test/helpers/fs-client.ts, started with this Node (`--import tsx`).
  */
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process'
+import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -99,6 +101,17 @@ describe('a client killed in the middle of a write', () => {
   })
 })
 
+describe('a client killed in the middle of a long reply', () => {
+  it('its server stops streaming and ends (it watches its stdin between data frames), though the container still drains it', async () => {
+    const reader = client('endless-read', container.id)
+    const reading = await reader.next()
+    expect(reading.reading).toBe(true)
+    reader.child.kill('SIGKILL')
+    const servers = (): Promise<string> => sh(`ps -eo pid= | grep -x " *${String(reading.server)}" || true`, 'root')
+    expect(await waitFor(servers, pids => pids.length === 0, 20_000)).toBe('')
+  }, 60_000)
+})
+
 describe('the world\'s file server killed in the middle of a write', () => {
   let world: RemoteWorld
 
@@ -124,4 +137,72 @@ describe('the world\'s file server killed in the middle of a write', () => {
     // A new server serves the next call.
     expect(await fs.readText(target)).toBe('OLD')
   }, 120_000)
+})
+
+describe('a paused container', () => {
+  it('a request to a silent server fails with FS_IO_ERROR after the silence bound, and after unpause the next call is served', async () => {
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: container.id, user: 'agent' }, workspaceRoot: '/srv', fs: { silenceMs: 2_000 } })
+    try {
+      const fs = world.fs!
+      await sh('echo awake > /srv/clients/paused.txt')
+      const target = await fs.resolve('/srv/clients/paused.txt')
+      await fs.stat(target)
+      await container.pause()
+      try {
+        // A stat that needs the server (resolve's own answer served the first).
+        const stalled = fs.stat(target)
+        await expect(hangGuard(stalled, 30_000, 'a read in a paused container')).rejects.toThrow(/the world's file server was lost \(the file server in .* did not answer within 2000 ms \(frozen or stuck/)
+        expect(await codeOf(stalled)).toBe('FS_IO_ERROR')
+      } finally {
+        await container.unpause()
+      }
+      expect(await fs.readText(await fs.resolve('/srv/clients/paused.txt'))).toBe('awake\n')
+    } finally {
+      await world.dispose()
+    }
+  }, 90_000)
+})
+
+describe('a restarted container whose cache of the file server was a tmpfs', () => {
+  it('the file server is copied in again and the file tools work on', async () => {
+    const confined = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs-clients' }, User: '1000:1000', HostConfig: { ReadonlyRootfs: true, Tmpfs: { '/tmp': 'rw,exec,mode=1777' } } })
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: confined.id }, workspaceRoot: '/tmp' })
+    try {
+      const fs = world.fs!
+      await fs.writeText(await fs.resolve('/tmp/before.txt'), 'before\n')
+      expect(await inWorld(confined.id, 'ls -d /tmp/dsh-remote-tools-1000/*/dsh-fsd | wc -l', '1000:1000')).toBe('1\n')
+      await confined.restart({ t: 0 })
+      // The tmpfs is new: no copy of the server, and no file of before.
+      expect(await inWorld(confined.id, 'ls -A /tmp/dsh-remote-tools-1000 /tmp/before.txt 2>&1 | grep -c "No such file" || true', '1000:1000')).toBe('2\n')
+      // The first calls may meet the restart itself (the exec of a container coming up).
+      const write = async (): Promise<string> => { await fs.writeText(await fs.resolve('/tmp/after.txt'), 'after\n'); return 'ok' }
+      const after = await waitFor(() => write().catch((error: Error) => error.message), outcome => outcome === 'ok', 30_000, 500)
+      expect(after).toBe('ok')
+      expect(await inWorld(confined.id, 'cat /tmp/after.txt', '1000:1000')).toBe('after\n')
+    } finally {
+      await world.dispose()
+      await confined.remove({ force: true })
+    }
+  }, 120_000)
+})
+
+describe('a bind-mounted single file', () => {
+  it('cannot be replaced atomically: FS_IO_ERROR saying it is a mount point, and it is left as it was', async () => {
+    const host = mkdtempSync(join(tmpdir(), 'dsh-fs-single-'))
+    writeFileSync(join(host, 'config.txt'), 'original\n')
+    chownSync(join(host, 'config.txt'), 1000, 1000)
+    const mounted = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs-clients' }, HostConfig: { Binds: [`${join(host, 'config.txt')}:/home/agent/config.txt`] } })
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: mounted.id, user: 'agent' }, workspaceRoot: '/srv' })
+    try {
+      const fs = world.fs!
+      const writing = fs.writeText(await fs.resolve('/home/agent/config.txt'), 'changed\n')
+      await expect(writing).rejects.toThrow('cannot write "/home/agent/config.txt": cannot replace it: it is a mount point (a bind-mounted file cannot be replaced atomically; write it from the shell)')
+      expect(await codeOf(writing)).toBe('FS_IO_ERROR')
+      expect(readFileSync(join(host, 'config.txt'), 'utf8')).toBe('original\n')
+    } finally {
+      await world.dispose()
+      await mounted.remove({ force: true })
+      rmSync(host, { recursive: true, force: true })
+    }
+  }, 60_000)
 })

@@ -69,6 +69,17 @@ export function fsCases(world: FsWorld): void {
       await Promise.all([agent?.dispose(), root?.dispose()])
     })
 
+    it('after its world is disposed, every call is FS_IO_ERROR saying so', async () => {
+      const closing = await world.open('agent')
+      const closed = closing.fs!
+      const target = await closed.resolve('/tmp')
+      await closing.dispose()
+      for (const call of [closed.resolve('x'), closed.lstat('x'), closed.stat(target), closed.readText(target), closed.listDir(target), closed.writeText(target, 'x')]) {
+        await expect(call).rejects.toThrow(/the filesystem half of .* was closed/)
+        expect(await codeOf(call)).toBe('FS_IO_ERROR')
+      }
+    })
+
     describe('resolve, processPath, fileUrl, contains', () => {
       it('gives one targetKey for one file reached by a relative path, an absolute path, a symlink and ..', async () => {
         await sh(`mkdir -p ${dir}/real/sub && echo x > ${dir}/real/sub/f.txt && ln -s real ${dir}/alias && ln -s ${dir}/real/sub/f.txt ${dir}/flink && chown -R agent:agent ${dir}`, 'root')
@@ -105,6 +116,14 @@ export function fsCases(world: FsWorld): void {
         expect(await codeOf(at('   '))).toBe('FS_NOT_FOUND')
         await expect(at('plain/child.txt')).rejects.toThrow(`cannot resolve "${dir}/plain/child.txt": a parent path segment is not a directory`)
         await expect(at('loop-a')).rejects.toThrow(`cannot resolve "${dir}/loop-a": too many levels of symbolic links (a symlink loop)`)
+      })
+
+      it('missing/../file keys the existing file, and its first stat (answered from resolve) says it is there, as every later one', async () => {
+        await sh(`echo here > ${dir}/existing.txt`)
+        const target = await at('no-such-dir/../existing.txt')
+        expect(target.targetKey).toBe(`${dir}/existing.txt`)
+        expect((await fs.stat(target))?.size).toBe(5)
+        expect((await fs.stat(target))?.size).toBe(5)
       })
 
       it('spells the world path as a percent-encoded file: URI and tests containment by canonical paths', async () => {
@@ -165,6 +184,17 @@ export function fsCases(world: FsWorld): void {
       it('a FIFO is FS_NOT_REGULAR_FILE at once (the server never blocks opening it)', async () => {
         await sh(`mkfifo ${dir}/pipe`)
         expect(await hangGuard(codeOf(fs.readText(await at('pipe'))), 10_000, 'readText of a FIFO')).toBe('FS_NOT_REGULAR_FILE')
+      })
+
+      it('a whole-text read of a file larger than 256 MiB (a 100 GB sparse file) is FS_TOO_LARGE at once, and the server goes on serving', async () => {
+        await sh(`truncate -s 100G ${dir}/sparse && echo fine > ${dir}/after-sparse`)
+        await expect(fs.readText(await at('sparse'))).rejects.toThrow(`cannot read "${dir}/sparse": 107374182400 bytes exceeds the 268435456-byte limit`)
+        expect(await codeOf(fs.editText(await at('sparse'), { oldString: 'a', newString: 'b', replaceAll: false }))).toBe('FS_TOO_LARGE')
+        expect(await fs.readText(await at('after-sparse'))).toBe('fine\n')
+      })
+
+      it('a device is FS_NOT_REGULAR_FILE without being opened (a read of /dev/tty with no terminal)', async () => {
+        for (const device of ['/dev/tty', '/dev/zero']) expect(await codeOf(fs.readText(await fs.resolve(device)))).toBe('FS_NOT_REGULAR_FILE')
       })
 
       it('streams a large file in chunks whose concatenation is the file, multibyte characters cut between chunks included', async () => {
@@ -323,6 +353,45 @@ export function fsCases(world: FsWorld): void {
         await sh(`mkdir -p ${dir}/a-folder && echo f > ${dir}/a-file`)
         await expect(fs.writeText(await at('a-folder'), 'x')).rejects.toThrow(`cannot write "${dir}/a-folder": not a regular file`)
         await expect(fs.writeText({ targetKey: `${dir}/a-file/child` as never, displayPath: `${dir}/a-file/child` }, 'x')).rejects.toThrow(`cannot write "${dir}/a-file/child": a parent path segment is not a directory`)
+      })
+
+      it('a dangling symlink is refused by createIfAbsent as not a regular file (as upstream), and replaced by an unguarded write', async () => {
+        await sh(`ln -sfn nowhere ${dir}/dangling`)
+        await expect(fs.writeText(await at('dangling'), 'x', { kind: 'createIfAbsent' })).rejects.toThrow(`cannot write "${dir}/dangling": not a regular file`)
+        await fs.writeText(await at('dangling'), 'replaced\n')
+        expect(await sh(`test -L ${dir}/dangling || echo regular; cat ${dir}/dangling; ls ${dir}/nowhere 2>&1 || true`)).toBe(`regular\nreplaced\nls: cannot access '${dir}/nowhere': No such file or directory\n`)
+      })
+
+      it('a symlink swapped in for the target after resolve is replaced, never followed: nothing of its target is taken, a guarded write is stale', async () => {
+        await sh(`echo mine > ${dir}/swapped && mkdir -p ${dir}/elsewhere && echo theirs > ${dir}/elsewhere/secret && chmod 640 ${dir}/elsewhere/secret`)
+        const target = await at('swapped')
+        const version = (await fs.stat(target))!.version
+        await sh(`rm ${dir}/swapped && ln -s elsewhere/secret ${dir}/swapped`)
+        await expect(fs.writeText(target, 'guarded', { kind: 'replaceIfVersion', version })).rejects.toThrow(`cannot write "${dir}/swapped": file changed since it was read`)
+        const outcome = await fs.writeText(target, 'unguarded\n')
+        expect(outcome.before).toBeNull()
+        expect(await sh(`test -L ${dir}/swapped || echo regular; stat -c %a ${dir}/swapped; cat ${dir}/elsewhere/secret`)).toBe('regular\n644\ntheirs\n')
+      })
+
+      it('a directory target is FS_NOT_REGULAR_FILE even where nothing could be created beside it', async () => {
+        await sh(`mkdir -p ${dir}/locked/inner && chmod 555 ${dir}/locked`)
+        try {
+          expect(await codeOf(fs.writeText(await at('locked/inner'), 'x'))).toBe('FS_NOT_REGULAR_FILE')
+        } finally {
+          await sh(`chmod 755 ${dir}/locked`)
+        }
+      })
+
+      it('unguarded edits from many callers of one client all apply (a per-target queue, as upstream)', async () => {
+        await sh(`printf 'END\n' > ${dir}/queue.txt`)
+        const lanes = Array.from({ length: 4 }, (_, lane) => (async () => {
+          for (let i = 0; i < 10; i += 1) await fs.editText(await at('queue.txt'), { oldString: 'END\n', newString: `l${lane}-${i}\nEND\n`, replaceAll: false })
+        })())
+        await Promise.all(lanes)
+        const lines = (await sh(`cat ${dir}/queue.txt`)).trim().split('\n')
+        expect(lines.length).toBe(41)
+        expect(lines.at(-1)).toBe('END')
+        expect(new Set(lines.slice(0, -1)).size).toBe(40)
       })
 
       it('a path with spaces, quotes, a newline and non-ASCII round-trips', async () => {

@@ -10,6 +10,9 @@
  *                                  and retrying on FS_STALE_VERSION); prints {"done", "stale"}.
  *   partial-write CONTAINER FILE   send a write of 8 MiB but only its first 1 MiB, print
  *                                  {"partial": true}, and wait to be killed.
+ *   endless-read CONTAINER         read /proc/self/pagemap (size 0, 256 GiB of entries) with a
+ *                                  bound of 64 GiB, print {"reading", "server"} at its first
+ *                                  data, and wait to be killed.
  */
 import { createInterface } from 'node:readline'
 import { FsError } from '@deepseek-ai/dsh-fs'
@@ -61,6 +64,12 @@ if (command === 'edit-once') {
   const content = Buffer.alloc(1024 * 1024, 0x6e)
   void server.request('w', [file!, 'n', '', '', '0', '0', String(8 * 1024 * 1024)], { content }).catch(() => undefined)
   say({ partial: true, server: server.info.pid })
+  await new Promise(() => undefined)
+} else if (command === 'endless-read') {
+  const servers = new FileServers(worldOwnerOf(world.runtime)!)
+  const server = await servers.server(undefined)
+  let told = false
+  void server.request('o', ['/proc/self/pagemap', String(64 * 1024 ** 3)], { onData: () => { if (!told) { told = true; say({ reading: true, server: server.info.pid }) } } }).catch(() => undefined)
   await new Promise(() => undefined)
 }
 await world.dispose()

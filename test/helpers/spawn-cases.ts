@@ -145,7 +145,8 @@ export function spawnCases(world: SpawnWorld): void {
       const spill = result.stdout.spillPath!
       expect(spill).toMatch(new RegExp(`^/tmp/dsh-remote-${uid}-[0-9a-f]{32}/[0-9a-f]{16}\\.stdout$`))
       const stat = await execIn(world.containerId(), ['stat', '-c', '%s %u %a', spill])
-      expect(stat.stdout.trim()).toBe(`${size} ${uid} 644`)
+      // 0600, as upstream's spill files: they hold command output, which can hold secrets.
+      expect(stat.stdout.trim()).toBe(`${size} ${uid} 600`)
       const digest = await execIn(world.containerId(), ['sha256sum', spill])
       expect(digest.stdout.split(' ')[0]).toBe(createHash('sha256').update(whole).digest('hex'))
       // The spill directory is private to the user; nothing else was left in it (no status files,

@@ -183,10 +183,10 @@ describe('SSH hosts', () => {
         expect(await denial(fs.writeText(await fs.resolve(path), 'x'))).toEqual({ code: 'FS_SANDBOX_DENIED', message: `cannot write "${path}": file access denied under workspace-write mode` })
       }
       expect(await shell(capable.containerId, `cat ${WORKSPACE}/notes/today.md; ls /tmp | grep -c x.txt || true; ls /home/agent | grep -c y.txt || true`)).toBe('# today\n0\n0\n')
-      // The server runs inside bubblewrap, as the shells do: its parent is bwrap.
+      // The servers (one for reads, one for writes) run inside bubblewrap, as the shells do: their parent is bwrap.
       const table = (await shell(capable.containerId, 'ps -eo pid=,ppid=,comm=')).trim().split('\n').map(line => line.trim().split(/\s+/))
       const parents = table.filter(row => row[2] === 'dsh-fsd').map(row => table.find(parent => parent[0] === row[1])?.[2])
-      expect(parents).toEqual(['bwrap'])
+      expect(parents).toEqual(['bwrap', 'bwrap'])
     } finally {
       await world.dispose()
     }

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -329,7 +330,10 @@ static void op_resolve(uint32_t id, fields_t *f) {
   struct stat st;
   int fd = -1;
   const char *code;
-  int present = exists && stat(key, &st) == 0;
+  /* Present when the canonical key names a file now (also for `missing/../file`, whose key is
+   * an existing file's: what a stat of the key, which every later call uses, says). */
+  (void)exists;
+  int present = stat(key, &st) == 0;
   /* Only a regular file is opened (stat first: opening a device can have effects of its own). */
   if (present && prefetch >= 0 && S_ISREG(st.st_mode) && st.st_size <= prefetch) {
     struct stat opened;
@@ -385,10 +389,15 @@ static void op_stat(uint32_t id, fields_t *f) {
 
 /* ---------- reading ---------- */
 
-/* Open a regular file for reading without blocking on a FIFO or a device. Returns the fd, or
- * -1 with *code and errno set (code NOTREG for a directory or special file). */
+/* Open a regular file for reading without blocking on a FIFO or a device (it is stat'ed first,
+ * and the opened descriptor fstat'ed again: a file swapped meanwhile is judged as it is).
+ * Returns the fd, or -1 with *code and errno set (code NOTREG for a directory or special file). */
 static int open_regular(const char *path, struct stat *st, const char **code) {
   *code = NULL;
+  /* stat first: opening a device (a tty, a tape) can have effects of its own, or fail with its
+   * own errno (ENXIO for /dev/tty without a terminal) before the type is known. */
+  if (stat(path, st) != 0) return -1;
+  if (!S_ISREG(st->st_mode)) { *code = "NOTREG"; errno = 0; return -1; }
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return -1;
   if (fstat(fd, st) != 0) { int e = errno; close(fd); errno = e; return -1; }
@@ -404,6 +413,15 @@ static void send_open_error(uint32_t id, const char *code, const char *path) {
 }
 
 static unsigned char chunk[DATA_CHUNK];
+
+/* The client is gone: its end of stdin closed (POLLHUP), as a client's death or a closed
+ * channel does. Checked between the data frames of a long reply, so a server never streams on
+ * for nobody (a container runtime drains its stdout whether a client listens or not). */
+static int client_gone(void) {
+  /* POLLHUP for a pipe whose writer closed; POLLRDHUP for a socket whose peer shut down. */
+  struct pollfd in = { 0, POLLIN | POLLRDHUP, 0 };
+  return poll(&in, 1, 0) > 0 && (in.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
+}
 
 /* read(path, max): S with the opened file's size, D frames of the content, then K with its
  * record. A file
@@ -447,6 +465,7 @@ static void op_read(uint32_t id, fields_t *f) {
       return;
     }
     send_frame(id, 'D', chunk, (size_t)n);
+    if (client_gone()) _exit(0);
   }
   close(fd);
   buf_t b = { 0 };
@@ -553,7 +572,7 @@ static void op_list(uint32_t id, fields_t *f) {
     }
     buf_str(&b, real != NULL ? real : "");
     free(real);
-    if (b.length >= DATA_CHUNK) { send_buf(id, 'D', &b); b.length = 0; }
+    if (b.length >= DATA_CHUNK) { send_buf(id, 'D', &b); b.length = 0; if (client_gone()) _exit(0); }
   }
   closedir(dir);
   if (b.length > 0) send_buf(id, 'D', &b);
@@ -837,6 +856,15 @@ static void op_write(uint32_t id, fields_t *f) {
     send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
     return;
   }
+  /* A directory or a special file there is refused before anything is made (the answer does
+   * not then depend on whether a temporary file could be made beside it). */
+  struct stat present;
+  if (fstatat(dfd, name, &present, 0) == 0 && !S_ISREG(present.st_mode)) {
+    close(dfd);
+    if (!drain((unsigned long long)length)) _exit(0);
+    send_error(id, "NOTREG", "not a regular file", path);
+    return;
+  }
   /* The content goes to an unnamed file (O_TMPFILE): whatever kills this server, nothing of it
    * stays in the user's folder. It gets a name only at publication. Where the filesystem has no
    * O_TMPFILE (or /proc, which names the file's fd for linkat), a hidden named one is used. */
@@ -887,9 +915,19 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   struct stat old;
   int exists = 0;
+  /* The name is a symbolic link now: the key it was given is canonical (no link in it), so one
+   * was swapped in. It is replaced, never followed: nothing of its target (owner, mode, old
+   * text) is taken, a guarded write is stale, and a create refuses it as upstream does. */
+  int linked = 0;
   if (fail_code == NULL) {
-    if (fstatat(dfd, name, &old, 0) == 0) exists = 1;
-    else if (errno != ENOENT) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot stat"); }
+    struct stat entry;
+    linked = fstatat(dfd, name, &entry, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(entry.st_mode);
+    if (!linked && fstatat(dfd, name, &old, 0) == 0) exists = 1;
+    else if (!linked && errno != ENOENT) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot stat"); }
+  }
+  if (fail_code == NULL && fail_errno == 0 && linked && guard[0] != 'n') {
+    fail_code = guard[0] == 'c' ? "NOTREG" : "STALE";
+    snprintf(fail_text, sizeof fail_text, guard[0] == 'c' ? "a symbolic link, not a regular file" : "the file was replaced by a symbolic link");
   }
   if (fail_code == NULL && fail_errno == 0) {
     if (exists && !S_ISREG(old.st_mode)) { fail_code = "NOTREG"; snprintf(fail_text, sizeof fail_text, "not a regular file"); }
@@ -946,7 +984,10 @@ static void op_write(uint32_t id, fields_t *f) {
     buf_t before = { 0 };
     int have_before = 0;
     if (fail_code == NULL && fail_errno == 0 && exists && old.st_size < before_limit) have_before = read_before(dfd, name, before_limit, &before) == 0;
-    if (fail_code == NULL && fail_errno == 0 && guard[0] != 'c' && renameat(dfd, temp, dfd, name) != 0) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot replace"); }
+    if (fail_code == NULL && fail_errno == 0 && guard[0] != 'c' && renameat(dfd, temp, dfd, name) != 0) {
+      fail_errno = errno;
+      snprintf(fail_text, sizeof fail_text, fail_errno == EBUSY ? "cannot replace it: it is a mount point (a bind-mounted file cannot be replaced atomically; write it from the shell)" : "cannot replace");
+    }
     if (fail_code == NULL && fail_errno == 0) {
       struct stat now;
       if (fstatat(dfd, name, &now, 0) != 0) fstat(tfd, &now);

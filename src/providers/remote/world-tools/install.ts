@@ -72,13 +72,13 @@ export function installToolScript(name: string, sha256: string, size: number, di
     '    if ! cat > "$p" 2>/dev/null; then rm -f "$p"; echo "skip $b: not writable"; continue; fi',
     '    t=$p',
     '  elif ! cp "$t" "$p" 2>/dev/null; then rm -f "$p"; echo "skip $b: not writable"; continue; fi',
-    '  got=$(wc -c < "$p" | tr -d " ")',
+    '  got=$(wc -c < "$p"); got=$((got))',
     '  if [ "$got" != "$size" ]; then',
     '    if [ "$p" = "$t" ]; then echo "fail: received $got of $size bytes"; rm -f "$p"; exit 3; fi',
     '    rm -f "$p"; echo "skip $b: the copy is incomplete (disk full?)"; continue',
     '  fi',
     '  if command -v sha256sum >/dev/null 2>&1; then',
-    '    h=$(sha256sum < "$p" | cut -d" " -f1)',
+    '    h=$(sha256sum < "$p"); h=${h%% *}',
     '    if [ "$h" != "$s" ]; then echo "fail: the copy has sha256 $h"; rm -f "$p"; exit 3; fi',
     '  fi',
     '  chmod 700 "$p"',
@@ -118,6 +118,14 @@ export function installWorldTool(owner: WorldOwner, name: WorldToolName): Promis
     started.catch(() => { if (tools.get(name) === started) tools.delete(name) })
   }
   return pending
+}
+
+/**
+ * Forget where `name` was found in the owner's world, so the next {@link installWorldTool}
+ * looks (and copies) again: the copy is gone (a restarted container, a cleared cache).
+ */
+export function forgetWorldTool(owner: WorldOwner, name: WorldToolName): void {
+  installed.get(owner)?.delete(name)
 }
 
 async function install(owner: WorldOwner, name: WorldToolName): Promise<InstalledWorldTool> {
