@@ -85,7 +85,7 @@ export interface OpenWorldOptions<C> {
    * plugin), loaded after the sandbox so it is confined as the shells are. Default: when the
    * runtime is one of this package's; false leaves `ctx.fs` out (a composition that brings its own).
    */
-  fs?: boolean | { cwd?: string; diffBasisMaxBytes?: number; silenceMs?: number }
+  fs?: boolean | { cwd?: string; diffBasisMaxBytes?: number; silenceMs?: number; durability?: 'written' | 'flushed' }
 }
 
 /**

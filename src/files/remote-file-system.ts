@@ -66,6 +66,14 @@ export interface RemoteFileSystemConfig {
    * (default 30 000; server-channel.ts `DEFAULT_SERVER_SILENCE_MS`).
    */
   silenceMs?: number | undefined
+  /**
+   * What a write waits for before it is published (default `'written'`): `'written'` its
+   * content's pages written to the disk (so a crash of the world's host leaves the old file or
+   * the new one); `'flushed'` an fsync as well (the device's cache flushed: the new content
+   * survives a power loss at once, as upstream's local provider; ~2-5 ms more per write on a
+   * virtual disk).
+   */
+  durability?: 'written' | 'flushed' | undefined
 }
 
 /** The default of {@link RemoteFileSystemConfig.diffBasisMaxBytes}: 10 MiB. */
@@ -178,6 +186,7 @@ export class RemoteFileSystem extends FileSystem {
   private readonly servers: FileServers
   private readonly configuredCwd: string | undefined
   private readonly diffBasisMaxBytes: number
+  private readonly flushed: boolean
   private readonly canonicalRoots = new Map<string, Promise<string>>()
   /** What resolve learned of the target it returned, for its first stat and read (see RESOLVE_STAT_FOLD_MS). */
   private readonly folded = new WeakMap<FsTarget, Folded>()
@@ -207,6 +216,7 @@ export class RemoteFileSystem extends FileSystem {
     this.servers = new FileServers(config.owner, { silenceMs: config.silenceMs })
     this.configuredCwd = config.cwd
     this.diffBasisMaxBytes = limit
+    this.flushed = config.durability === 'flushed'
     ctx.effect(() => () => {
       this.closed = true
       return this.servers.dispose()
@@ -600,7 +610,7 @@ export class RemoteFileSystem extends FileSystem {
     // Counted at the start and at the end: a resolve answered while this was in flight does not fold.
     this.mutations += 1
     try {
-      const fields = [this.processPath(target), guard.kind, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
+      const fields = [this.processPath(target), `${guard.kind}${this.flushed ? 'f' : ''}`, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
       const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write' })
       const out = decodeFields(reply.payload)
       const record = parseRecord(out, 1)

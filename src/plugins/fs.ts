@@ -29,6 +29,8 @@ export interface Config {
   diffBasisMaxBytes?: number
   /** How long a file server may be silent with a request in flight before the request fails (ms, default 30 000). */
   silenceMs?: number
+  /** What a write waits for before it is published: 'written' (default: its pages on the disk) or 'flushed' (an fsync too). */
+  durability?: 'written' | 'flushed'
 }
 
 /** Schema of {@link Config}. */
@@ -36,6 +38,7 @@ export const Config: z<Config> = z.object({
   cwd: z.string().description('Base of relative paths for calls without a session cwd (an absolute path in the world; default: the workspace root, else HOME).'),
   diffBasisMaxBytes: z.natural().description('Exclusive byte limit of each side of a write\'s diff basis (default 10 MiB).'),
   silenceMs: z.natural().description('How long a file server may be silent with a request in flight before the request fails as frozen (ms, default 30000).'),
+  durability: z.union(['written', 'flushed'] as const).description("What a write waits for before it is published: 'written' (default: its pages on the disk, so a host crash leaves the old file or the new one) or 'flushed' (an fsync too: the new content survives a power loss at once)."),
 })
 
 /**

@@ -206,3 +206,18 @@ describe('a bind-mounted single file', () => {
     }
   }, 60_000)
 })
+
+describe("durability 'flushed'", () => {
+  it('writes and edits publish as with the default durability (the fsync itself is not observable from here)', async () => {
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: container.id, user: 'agent' }, workspaceRoot: '/srv', fs: { durability: 'flushed' } })
+    try {
+      const fs = world.fs!
+      const target = await fs.resolve('/srv/clients/flushed.txt')
+      expect((await fs.writeText(target, 'one\n')).operation).toBe('create')
+      expect((await fs.editText(target, { oldString: 'one', newString: 'two', replaceAll: false })).after).toBe('two\n')
+      expect(await sh('cat /srv/clients/flushed.txt')).toBe('two\n')
+    } finally {
+      await world.dispose()
+    }
+  })
+})

@@ -806,7 +806,7 @@ static int publish_link(int tfd, int anonymous, int dfd, const char *from, const
 
 /*
  * write: fields path, guard (n unconditional | c createIfAbsent | v replaceIfVersion |
- * h replaceIfVersion and the content's SHA-256), expected version, expected hash, before limit
+ * h replaceIfVersion and the content's SHA-256; followed by `f` to fsync), expected version, expected hash, before limit
  * (bytes; the old content is returned when it is a regular file smaller than this), root count,
  * the roots (canonical; none = unfenced), content length; then the content's raw bytes.
  *
@@ -899,7 +899,18 @@ static void op_write(uint32_t id, fields_t *f) {
       done += (size_t)n;
     }
   }
-  if (write_error == 0 && fsync(tfd) != 0) write_error = errno;
+  /* The content reaches the disk before the rename publishes it, so a crash of the world's host
+   * leaves the old file or the new one, never a new name without its data (journaling
+   * filesystems order the rename after the data written here). A plain write waits for its own
+   * pages only (sync_file_range(2)); with the flag `f` (durability 'flushed') the file is
+   * fsync'ed too, flushing the device's cache: the new content then survives a power loss at
+   * once, for ~2-5 ms more on a virtual disk. */
+  if (write_error == 0) {
+    int flushed = guard[1] == 'f';
+    int rc = flushed ? fsync(tfd) : sync_file_range(tfd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    if (rc != 0 && !flushed && errno == ENOSYS) rc = fsync(tfd);
+    if (rc != 0) write_error = errno;
+  }
   if (write_error != 0) {
     close(tfd); if (!anonymous) unlinkat(dfd, temp, 0); close(dfd);
     send_errno(id, write_error, "cannot write", path);
