@@ -2,7 +2,7 @@
  * A client that dies leaves nothing running in the Docker world: on an attached container, the
  * shared suite (test/helpers/client-death-cases.ts); a managed container ends and is removed
  * by the engine itself within seconds of its client's SIGKILL (its pid 1 lives only while the
- * client holds the attach stream); and the README's documented invocation (`npx tsx
+ * client holds the attach stream); and the documented invocation (docs/cli.md: `npx tsx
  * src/cli/main.ts`) keeps its teardown on a Ctrl-C, which tsx relays to the CLI once more.
  */
 import { spawn } from 'node:child_process'
@@ -120,7 +120,7 @@ describe('a managed container whose client dies', () => {
   }, 90_000)
 })
 
-describe('Ctrl-C of the README invocation (npx tsx src/cli/main.ts)', () => {
+describe('Ctrl-C of the documented invocation (npx tsx src/cli/main.ts, docs/cli.md)', () => {
   it('keeps the teardown: the CLI closes its world and the managed container is removed, five times in a row', async () => {
     for (let attempt = 0; attempt < 5; attempt += 1) {
       const before = new Set((await managed()).map(info => info.Id))

@@ -3,7 +3,7 @@
  * installed with npm into a scratch project next to the upstream packages it names as peers.
  * - The tarball holds the library, the CLI, the image scripts and the bundle patch; no tests,
  *   no bench, no sources.
- * - The README's composition example, copied from the README as it stands, runs there under
+ * - The composition example of docs/compositions.md, copied as it stands, runs there under
  *   Node 22, prints from the container, and exits promptly after its disposal.
  * - A Node older than the engines range fails at import with the required version named.
  * - As a DSH bundle: a profile lists the installed package in `dsh.profile.bundles` (what
@@ -36,9 +36,9 @@ let tarball: string
 /** The tarball's files, as `npm pack --json` lists them. */
 let packedFiles: string[]
 
-/** The README's composition example: the js block after the `example:` marker. */
+/** The composition example of docs/compositions.md: the js block after the `example:` marker. */
 function readmeExample(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+  const readme = readFileSync(join(ROOT, 'docs', 'compositions.md'), 'utf8')
   const marker = readme.indexOf('<!-- example: test/package/packed.test.ts runs the next block -->')
   expect(marker).toBeGreaterThan(0)
   const block = /```js\n([\s\S]*?)```/.exec(readme.slice(marker))
@@ -78,6 +78,8 @@ describe('the packed tarball', () => {
       'LICENSE',
       'cordis.patch.yml',
       'docs/DESIGN.md',
+      'docs/compositions.md',
+      'docs/files.md',
       'docker/ensure-world.sh',
       'docker/Dockerfile',
       'dist/src/index.js',
@@ -101,10 +103,10 @@ describe('the packed tarball', () => {
     expect(cordisCopies).not.toContain('@deepseek-ai')
   })
 
-  it('runs the README composition example as written, under Node 22, and exits after its disposal', async () => {
+  it('runs the composition example of docs/compositions.md as written, under Node 22, and exits after its disposal', async () => {
     writeFileSync(join(project, 'example.mjs'), readmeExample())
     const started = Date.now()
-    const { stdout } = await hangGuard(run(process.execPath, ['example.mjs'], { cwd: project, timeout: 120_000 }), 120_000, 'the README example')
+    const { stdout } = await hangGuard(run(process.execPath, ['example.mjs'], { cwd: project, timeout: 120_000 }), 120_000, 'the composition example')
     const info = await docker.listContainers({ all: true, filters: { ancestor: [IMAGE], label: ['dsh-remote-worlds.managed=true'] } })
     // The file the write tool wrote is the one the process ran, in the container.
     expect(stdout).toMatch(/^0 42 agent in [0-9a-f]{12}\n$/)
