@@ -151,34 +151,36 @@ describe('typed errors of the Docker world', () => {
     }
   })
 
-  it('a missing shell: ExecutableNotFoundError (EXECUTABLE_NOT_FOUND) naming it; the runtime stays usable', async () => {
-    const error = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['/bin/nonexistent-shell', '-i'] })), ExecutableNotFoundError, 'EXECUTABLE_NOT_FOUND')
+  it('a missing shell: ExecutableNotFoundError with the local provider\'s code (ENOENT) naming it; the runtime stays usable', async () => {
+    const error = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['/bin/nonexistent-shell', '-i'] })), ExecutableNotFoundError, 'ENOENT')
     expect(error.executable).toBe('/bin/nonexistent-shell')
+    expect(error.message).toMatch(new RegExp(`^ENOENT: command "/bin/nonexistent-shell" is not an executable file in docker container ${containerId.slice(0, 12)}( as \\S+)?$`))
     // A bare name is searched in the terminal's PATH (a builtin name does not count).
-    const bare = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['nonexistent-shell'] })), ExecutableNotFoundError, 'EXECUTABLE_NOT_FOUND')
+    const bare = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['nonexistent-shell'] })), ExecutableNotFoundError, 'ENOENT')
     expect(bare.executable).toBe('nonexistent-shell')
-    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['echo', 'x'], env: { PATH: '/nonexistent' } })), ExecutableNotFoundError, 'EXECUTABLE_NOT_FOUND')
-    // A directory is not a program.
-    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['/bin'] })), ExecutableNotFoundError, 'EXECUTABLE_NOT_FOUND')
+    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['echo', 'x'], env: { PATH: '/nonexistent' } })), ExecutableNotFoundError, 'ENOENT')
+    // A directory is not a program: EACCES, as execve(2) gives.
+    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['/bin'] })), ExecutableNotFoundError, 'EACCES')
     const handle = await healthy.runtime.spawnTerminal(bashSpec())
     expect(handle.pid).toBeGreaterThan(1)
     await handle.terminate()
   })
 
   it('terminal-bash configured with a missing shellPath: openWorld\'s open() rejects with ExecutableNotFoundError', async () => {
-    const error = await expectTyped(openWorldAndShell({ container: containerId }, { shellPath: '/opt/missing/bash' }), ExecutableNotFoundError, 'EXECUTABLE_NOT_FOUND')
+    const error = await expectTyped(openWorldAndShell({ container: containerId }, { shellPath: '/opt/missing/bash' }), ExecutableNotFoundError, 'ENOENT')
     expect(error.executable).toBe('/opt/missing/bash')
   })
 
-  it('a missing or unenterable cwd: CwdNotFoundError (CWD_NOT_FOUND) naming it', async () => {
-    const error = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ cwd: '/nonexistent/dir' })), CwdNotFoundError, 'CWD_NOT_FOUND')
+  it('a missing, non-directory or unenterable cwd: CwdNotFoundError naming it, with the errno code the local provider gives (ENOENT, ENOTDIR, EACCES)', async () => {
+    const error = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ cwd: '/nonexistent/dir' })), CwdNotFoundError, 'ENOENT')
     expect(error.cwd).toBe('/nonexistent/dir')
+    expect(error.message).toMatch(new RegExp(`^ENOENT: no such working directory in docker container ${containerId.slice(0, 12)}( as \\S+)?: /nonexistent/dir$`))
     // A file is not a directory.
-    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ cwd: '/etc/hostname' })), CwdNotFoundError, 'CWD_NOT_FOUND')
+    await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ cwd: '/etc/hostname' })), CwdNotFoundError, 'ENOTDIR')
     // /root is mode 0700: `agent` cannot enter it.
     const asAgent = await runtimeFor({ container: containerId, user: 'agent' })
     try {
-      const denied = await expectTyped(asAgent.runtime.spawnTerminal(bashSpec({ cwd: '/root' })), CwdNotFoundError, 'CWD_NOT_FOUND')
+      const denied = await expectTyped(asAgent.runtime.spawnTerminal(bashSpec({ cwd: '/root' })), CwdNotFoundError, 'EACCES')
       expect(denied.cwd).toBe('/root')
     } finally {
       await asAgent.dispose()
@@ -189,6 +191,9 @@ describe('typed errors of the Docker world', () => {
     await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ argv: ['/bin/bash', 'a\0b'] })), InvalidArgumentError, 'INVALID_ARGUMENT')
     await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ env: { X: 'a\0b' } })), InvalidArgumentError, 'INVALID_ARGUMENT')
     await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ cwd: 'relative' })), InvalidArgumentError, 'INVALID_ARGUMENT')
+    // An environment too large for one exec argument (128 KiB): the same refusal as spawn's.
+    const big = await expectTyped(healthy.runtime.spawnTerminal(bashSpec({ env: { BIG: 'x'.repeat(130 * 1024) } })), InvalidArgumentError, 'INVALID_ARGUMENT')
+    expect(big.message).toMatch(/^argv and environment are too large for a remote start \(\d+ bytes with the wrapper; a single exec argument is limited to 131072 bytes\)$/)
   })
 
   it('an invalid config: InvalidArgumentError (INVALID_ARGUMENT) when the plugin loads', async () => {

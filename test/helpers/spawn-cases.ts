@@ -16,6 +16,7 @@ import {
   ExecutableNotFoundError,
   InvalidArgumentError,
   RemoteWorldError,
+  SpawnCancelledError,
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
@@ -183,7 +184,9 @@ export function spawnCases(world: SpawnWorld): void {
     it('fails typed for a cwd that does not exist, and `bash -c` reports a missing command as 127', async () => {
       const error = await fixture.run({ command: 'true', workdir: '/no/such/dir', timeoutMs: 20_000 }).then(() => undefined, (reason: unknown) => reason)
       expect(error).toBeInstanceOf(CwdNotFoundError)
-      expect((error as CwdNotFoundError).code).toBe('CWD_NOT_FOUND')
+      // The local provider's code for the same case (Node's spawn error), and its errno name first.
+      expect([(error as CwdNotFoundError).code, (error as CwdNotFoundError).errno, (error as CwdNotFoundError).path]).toEqual(['ENOENT', -2, '/no/such/dir'])
+      expect((error as CwdNotFoundError).message).toMatch(/^ENOENT: no such working directory in .+: \/no\/such\/dir$/)
       const missing = await fixture.run({ command: 'no-such-command-xyz', timeoutMs: 20_000 })
       expect(missing.exitCode).toBe(127)
       expect(missing.stderr.text).toBe('bash: line 1: no-such-command-xyz: command not found\n')
@@ -344,7 +347,8 @@ export function spawnCases(world: SpawnWorld): void {
       await expect(runtime.resolveExecutable('bin/ls')).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(runtime.resolveExecutable('')).rejects.toBeInstanceOf(InvalidArgumentError)
       const error = await runtime.resolveExecutable('no-such-binary').catch((reason: unknown) => reason) as ExecutableNotFoundError
-      expect([error.code, error.executable]).toEqual(['EXECUTABLE_NOT_FOUND', 'no-such-binary'])
+      expect([error.code, error.executable]).toEqual(['ENOENT', 'no-such-binary'])
+      expect(error.message).toMatch(/^ENOENT: command "no-such-binary" was not found on PATH in /)
       const aborted = new AbortController()
       aborted.abort(new Error('stop'))
       await expect(runtime.resolveExecutable('ls', undefined, aborted.signal)).rejects.toThrow('stop')
@@ -354,15 +358,33 @@ export function spawnCases(world: SpawnWorld): void {
       const missing = runtime.spawn(spec(['no-such-program-xyz']))
       const error = await missing.done.then(() => undefined, (reason: unknown) => reason)
       expect(error).toBeInstanceOf(ExecutableNotFoundError)
-      expect((error as RemoteWorldError).code).toBe('EXECUTABLE_NOT_FOUND')
+      expect((error as RemoteWorldError).code).toBe('ENOENT')
       expect(missing.pid).toBe(-1)
       expect(await missing.waitForExit()).toBe(true)
       const badCwd = runtime.spawn(spec(['true'], { cwd: '/no/such/dir' }))
       await expect(badCwd.done).rejects.toBeInstanceOf(CwdNotFoundError)
       expect(await badCwd.waitForExit()).toBe(true)
+      // A file as cwd is ENOTDIR, a program without execute permission EACCES: Node's codes.
+      const fileCwd = await runtime.spawn(spec(['true'], { cwd: '/etc/hostname' })).done.then(() => undefined, (reason: unknown) => reason)
+      expect([fileCwd instanceof CwdNotFoundError, (fileCwd as RemoteWorldError).code]).toEqual([true, 'ENOTDIR'])
+      const notExecutable = await runtime.spawn(spec(['/etc/hostname'])).done.then(() => undefined, (reason: unknown) => reason)
+      expect([notExecutable instanceof ExecutableNotFoundError, (notExecutable as RemoteWorldError).code]).toEqual([true, 'EACCES'])
+      expect((notExecutable as RemoteWorldError).message).toMatch(/^EACCES: command "\/etc\/hostname" is not an executable file in /)
+      // An env too large for one exec argument is refused before anything starts.
+      await expect(runtime.spawn(spec(['true'], { env: { BIG: 'x'.repeat(130 * 1024) } })).done).rejects.toThrow(/^argv and environment are too large for a remote start \(\d+ bytes with the wrapper; a single exec argument is limited to 131072 bytes\)$/)
+      await expect(runtime.spawn(spec(['true'], { env: { BIG: 'x'.repeat(130 * 1024) } })).done).rejects.toBeInstanceOf(InvalidArgumentError)
       expect(() => runtime.spawn(spec([]))).toThrow(InvalidArgumentError)
       expect(() => runtime.spawn(spec(['true'], { cwd: 'relative' }))).toThrow(InvalidArgumentError)
       expect(() => runtime.spawn(spec(['true'], { graceMs: 0 }))).toThrow(InvalidArgumentError)
+    })
+
+    it('a caller that destroys stdout and stderr without reading them: done still settles, and disposal does not wait', async () => {
+      // 8 MiB each: far more than the pipes and the transport hold, so the program outlives the destroy.
+      const handle = runtime.spawn(spec(['sh', '-c', 'head -c 8388608 /dev/zero; head -c 8388608 /dev/zero >&2'], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
+      handle.stdout!.destroy()
+      handle.stderr!.destroy()
+      expect(await hangGuard(handle.done, 20_000, 'done after destroyed pipes')).toEqual({ exitCode: 0, signal: null })
+      expect(await hangGuard(handle.waitForExit(), 10_000, 'waitForExit')).toBe(true)
     })
 
     it('faults: an abort before, during and after the start ends the tree', async () => {
@@ -370,13 +392,22 @@ export function spawnCases(world: SpawnWorld): void {
       before.abort(new Error('early'))
       expect(() => runtime.spawn(spec(['true'], { signal: before.signal }))).toThrow('aborted before spawn')
 
-      // Abort while the exec is still being created: nothing is left running.
+      // Abort before the start reached the world (spawn returned; the world is still being
+      // prepared): a failed spawn, as the local provider's, never a SIGTERM that was not sent.
       const marker = sleepMarker()
       const during = new AbortController()
       const handle = runtime.spawn(spec(['sleep', marker], { signal: during.signal }))
       during.abort(new Error('cancel'))
-      expect(await hangGuard(handle.done, 10_000, 'aborted done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
+      const cancelled = await hangGuard(handle.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'aborted done')
+      expect(cancelled).toBeInstanceOf(SpawnCancelledError)
+      expect([(cancelled as SpawnCancelledError).code, (cancelled as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'aborted before spawn: Error: cancel'])
+      expect(handle.pid).toBe(-1)
       expect(await hangGuard(handle.waitForExit(), 10_000, 'aborted waitForExit')).toBe(true)
+      // terminate() in the same window, even of a spawn that could never start (a missing cwd).
+      const early = runtime.spawn(spec(['true'], { cwd: '/no/such/dir' }))
+      early.terminate()
+      const terminated = await hangGuard(early.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'terminated done')
+      expect([(terminated as SpawnCancelledError).code, (terminated as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'terminated before the process started in the world'])
 
       // Abort once the program runs.
       const after = new AbortController()

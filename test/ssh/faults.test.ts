@@ -147,6 +147,21 @@ describe('connecting: trust and authentication', () => {
     expect((error as SshAuthenticationError).methods).toEqual([`publickey:${stranger}`])
   })
 
+  it('names the configured IdentityFiles it could not use when authentication fails (missing, a directory, not a key)', async () => {
+    const missing = join(sshd.dir, 'id_missing')
+    const directory = mkdtempSync(join(sshd.dir, 'id_dir-'))
+    const garbage = file('id_garbage', 'not a key\n')
+    const sshConfig = file('ssh_config.identities', `Host 127.0.0.1\n  IdentityFile ${missing}\n  IdentityFile ${directory}\n  IdentityFile ${garbage}\n`)
+    const error = await failure({ identity: undefined, sshConfig }, { home: sshd.dir })
+    expect(error).toBeInstanceOf(SshAuthenticationError)
+    expect((error as SshAuthenticationError).methods).toEqual([])
+    const skipped = (error as SshAuthenticationError).skipped
+    expect(skipped.map(entry => entry.slice(0, entry.indexOf(' (')))).toEqual([missing, directory, garbage])
+    expect(skipped[0]).toBe(`${missing} (ENOENT: no such file)`)
+    expect(skipped[1]).toMatch(/^.+ \(EISDIR: illegal operation on a directory, read\)$/)
+    expect(error.message).toBe(`authentication to agent@127.0.0.1:${sshd.ports[0]} failed; tried: no method; skipped identity files: ${skipped.join(', ')}`)
+  })
+
   it('refuses an unknown host key with UnknownHostKeyError naming its fingerprint (no trust on first use)', async () => {
     const error = await failure({ knownHosts: file('known_hosts.none', `[127.0.0.1]:1 ${sshd.hostKey.publicKey}\n`) })
     expect(error).toBeInstanceOf(UnknownHostKeyError)

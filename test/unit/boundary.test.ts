@@ -5,7 +5,7 @@
  * marker the script prints.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -112,7 +112,7 @@ describe('buildStartWrapper', () => {
     for (const [argv, cwd, env] of cases) {
       expect(() => buildStartWrapper(argv, cwd, env), JSON.stringify([argv, cwd, env])).toThrow(InvalidArgumentError)
     }
-    expect(() => buildStartWrapper([], '/', {})).toThrow('argv[0] must be a non-empty program name')
+    expect(() => buildStartWrapper([], '/', {})).toThrow('invalid argv: expected a non-empty program name at argv[0]')
     expect(() => buildStartWrapper(['/bin/sh'], 'rel', {})).toThrow('cwd must be an absolute path in the remote world: "rel"')
   })
 
@@ -197,23 +197,26 @@ describe('buildStartWrapper', () => {
       expect(result.code).toBe(0)
     })
 
-    it('reports a missing cwd as a cwd failure and exits 97 before running anything', async () => {
+    it('reports a missing cwd as a cwd failure with ENOENT (2) and exits 97 before running anything; a file as cwd is ENOTDIR (20)', async () => {
       const result = await run(['/bin/echo', 'ran'], join(dir, 'missing'), {})
-      expect(result.event).toEqual({ kind: 'failed', reason: 'cwd', preamble: '' })
+      expect(result.event).toEqual({ kind: 'failed', reason: 'cwd', preamble: '', errno: 2 })
       expect(result.code).toBe(WRAPPER_EXIT.cwd)
       expect(result.rest.length).toBe(0)
+      writeFileSync(join(dir, 'a-file'), '')
+      const file = await run(['/bin/echo', 'ran'], join(dir, 'a-file'), {})
+      expect(file.event).toEqual({ kind: 'failed', reason: 'cwd', preamble: '', errno: 20 })
     })
 
     it('reports a missing absolute program and a program not in PATH as exe failures (exit 127)', async () => {
       const absolute = await run(['/bin/nonexistent-shell'], dir, {})
-      expect(absolute.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '' })
+      expect(absolute.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '', errno: 2 })
       expect(absolute.code).toBe(WRAPPER_EXIT.executable)
       const bare = await run(['nonexistent-shell-xyz'], dir, { PATH: '/usr/bin:/bin' })
-      expect(bare.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '' })
+      expect(bare.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '', errno: 2 })
       expect(bare.code).toBe(WRAPPER_EXIT.executable)
-      // A directory is not an executable program.
+      // A directory is not an executable program: EACCES (13), as execve(2) says.
       const directory = await run([dir], dir, {})
-      expect(directory.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '' })
+      expect(directory.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '', errno: 13 })
     })
 
     // `echo` is also a shell builtin: only an executable file in PATH counts, as for env(1).
@@ -223,10 +226,10 @@ describe('buildStartWrapper', () => {
       expect(found.rest.toString()).toBe('found\n')
       expect(found.code).toBe(0)
       const notFound = await run(['echo', 'x'], '/', { PATH: dir }, shell)
-      expect(notFound.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '' })
+      expect(notFound.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '', errno: 2 })
       expect(notFound.code).toBe(WRAPPER_EXIT.executable)
       const emptyPath = await run(['echo', 'x'], '/', { PATH: '' }, shell)
-      expect(emptyPath.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '' })
+      expect(emptyPath.event).toEqual({ kind: 'failed', reason: 'exe', preamble: '', errno: 2 })
     })
   })
 })

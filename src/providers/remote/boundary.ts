@@ -8,8 +8,29 @@
  * @module dsh-remote-worlds/providers/remote/boundary
  */
 import { randomBytes } from 'node:crypto'
-import { InvalidArgumentError } from './errors.ts'
+import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, type RemoteWorldError, START_ERRNO, SpawnFailedError } from './errors.ts'
 import { shQuote, shQuoteArgv, shQuoteEnvEntry } from './quote.ts'
+
+/**
+ * The largest wrapper script a remote start can carry (bytes): Linux's limit of ONE exec
+ * argument (MAX_ARG_STRLEN, 32 pages; include/uapi/linux/binfmts.h). The script is one
+ * argument of `sh -c` in a Docker exec, and the SSH exec command line that sshd hands to the
+ * login shell's `-c`; argv and the whole environment are inside it.
+ */
+export const MAX_WRAPPER_BYTES = 128 * 1024
+
+/**
+ * Refuse a wrapper that cannot be exec'd (the kernel would fail the start with E2BIG, which
+ * the transports report only as a start without a marker).
+ * @throws InvalidArgumentError naming the size and the limit.
+ */
+export function checkWrapperSize(script: string): void {
+  const bytes = Buffer.byteLength(script)
+  if (bytes >= MAX_WRAPPER_BYTES) throw new InvalidArgumentError(`argv and environment are too large for a remote start (${bytes} bytes with the wrapper; a single exec argument is limited to ${MAX_WRAPPER_BYTES} bytes)`)
+}
+
+/** The message of an empty argv[0], in the upstream local provider's words (subprocess-local). */
+export const EMPTY_PROGRAM_MESSAGE = 'invalid argv: expected a non-empty program name at argv[0]'
 
 /** Exit codes the wrapper uses before `exec` for its own failures. */
 export const WRAPPER_EXIT = { cwd: 97, executable: 127 } as const
@@ -35,11 +56,12 @@ export interface StartWrapper {
  *   (~3.5 s instead of ~0.1 s, on about half of the opens). Once set here, the later resize to
  *   the same size is a no-op for the kernel (no SIGWINCH). A missing `stty` is ignored.
  * @returns the script and its nonce.
- * @throws InvalidArgumentError for an empty argv, a relative cwd, or NUL anywhere.
+ * @throws InvalidArgumentError for an empty argv, a relative cwd, NUL anywhere, or a script
+ *   over {@link MAX_WRAPPER_BYTES}.
  */
 export function buildStartWrapper(argv: readonly string[], cwd: string, env: Readonly<Record<string, string>>, size?: { rows: number; cols: number }): StartWrapper {
   const program = argv[0]
-  if (program === undefined || program.length === 0) throw new InvalidArgumentError('argv[0] must be a non-empty program name')
+  if (program === undefined || program.length === 0) throw new InvalidArgumentError(EMPTY_PROGRAM_MESSAGE)
   if (!cwd.startsWith('/')) throw new InvalidArgumentError(`cwd must be an absolute path in the remote world: ${JSON.stringify(cwd)}`)
   const nonce = randomBytes(16).toString('hex')
   const path = env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -61,6 +83,7 @@ export function buildStartWrapper(argv: readonly string[], cwd: string, env: Rea
     `${marker('pid', '"$$,$_dshS"')}`,
     `exec env -i ${envWords} ${shQuoteArgv(argv)}`,
   ].join('\n')
+  checkWrapperSize(script)
   return { script, nonce }
 }
 
@@ -78,7 +101,8 @@ export function markerCommand(nonce: string): (kind: string, tail: string) => st
 /**
  * The wrapper's checks before anything starts, shared by the terminal and the process wrappers:
  * enter `cwd` (else the `cwd` marker and exit 97), and find `program` as an executable FILE
- * (else the `exe` marker and exit 127).
+ * (else the `exe` marker and exit 127). A failure marker's tail is the errno number of the
+ * failure ({@link BoundaryEvent} `errno`); a name searched in PATH and not found is ENOENT.
  * @param program - argv[0]; searched in `path` when it has no `/`.
  * @param cwd - absolute working directory.
  * @param path - the PATH the program will be searched in (the child's).
@@ -86,16 +110,21 @@ export function markerCommand(nonce: string): (kind: string, tail: string) => st
  * @returns script lines.
  */
 export function preflightLines(program: string, cwd: string, path: string, marker: (kind: string, tail: string) => string): string[] {
+  const dir = shQuote(cwd, 'cwd')
+  const file = shQuote(program)
   return [
-    `cd ${shQuote(cwd, 'cwd')} 2>/dev/null || { ${marker('cwd', '-')}; exit ${WRAPPER_EXIT.cwd}; }`,
+    // The marker's tail is the errno chdir(2) would give (2 ENOENT, 20 ENOTDIR, 13 EACCES), the
+    // code the local provider's spawn reports for the same cwd.
+    `cd ${dir} 2>/dev/null || { if [ ! -e ${dir} ]; then _dshE=2; elif [ ! -d ${dir} ]; then _dshE=20; else _dshE=13; fi; ${marker('cwd', '"$_dshE"')}; exit ${WRAPPER_EXIT.cwd}; }`,
     program.includes('/')
-      ? `[ -f ${shQuote(program)} ] && [ -x ${shQuote(program)} ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`
+      // Missing: ENOENT; present but not an executable file: EACCES, as execve(2) says.
+      ? `[ -f ${file} ] && [ -x ${file} ] || { if [ -e ${file} ]; then _dshE=13; else _dshE=2; fi; ${marker('exe', '"$_dshE"')}; exit ${WRAPPER_EXIT.executable}; }`
       // Search PATH for an executable FILE, as env(1)'s execvp will. Not `command -v`: it also
       // reports shell builtins (echo, printf, kill, test...), so a name missing from PATH passed
       // the check and `env` then failed with 127 after the pid was published. Entries are cut
       // with parameter expansions (no IFS splitting, which zsh as an SSH login shell skips).
       : `_dshP=${shQuote(`${path}:`)} _dshX=1; while [ -n "$_dshP" ]; do _dshD=\${_dshP%%:*}; _dshP=\${_dshP#*:}; if [ -f "\${_dshD:-.}"/${shQuote(program)} ] && [ -x "\${_dshD:-.}"/${shQuote(program)} ]; then _dshX=0; break; fi; done
-[ "$_dshX" = 0 ] || { ${marker('exe', '-')}; exit ${WRAPPER_EXIT.executable}; }`,
+[ "$_dshX" = 0 ] || { ${marker('exe', '2')}; exit ${WRAPPER_EXIT.executable}; }`,
   ]
 }
 
@@ -107,7 +136,21 @@ function validSize(value: number): boolean {
 export type BoundaryEvent =
   | { kind: 'pending' }
   | { kind: 'started'; pid: number; rest: Buffer; extra?: number[]; exec?: true }
-  | { kind: 'failed'; reason: 'cwd' | 'exe' | 'tool'; preamble: string }
+  /** `errno`: the Linux errno number the wrapper reported for a `cwd` or `exe` failure, when it did. */
+  | { kind: 'failed'; reason: 'cwd' | 'exe' | 'tool'; preamble: string; errno?: number }
+
+/**
+ * The typed error of a wrapper's failure marker, with the errno name the wrapper reported as
+ * its `code` (ENOENT when it reported none).
+ * @param event - a `failed` event of {@link BoundaryScanner.push}.
+ * @param program - argv[0] as requested; `cwd` the requested working directory; `where` names the world.
+ */
+export function startFailure(event: Extract<BoundaryEvent, { kind: 'failed' }>, program: string, cwd: string, where: string): RemoteWorldError {
+  const errno = event.errno === undefined ? 'ENOENT' : START_ERRNO[event.errno] ?? 'ENOENT'
+  if (event.reason === 'cwd') return new CwdNotFoundError(cwd, where, errno)
+  if (event.reason === 'exe') return new ExecutableNotFoundError(program, where, errno === 'EACCES' ? 'EACCES' : 'ENOENT')
+  return new SpawnFailedError(`cannot start a process in ${where}: \`setsid\` (util-linux or busybox) is not installed there`)
+}
 
 /**
  * Finds the wrapper's marker in the first bytes of terminal output. Everything up to and
@@ -153,7 +196,8 @@ export class BoundaryScanner {
       // `pidx`: the wrapper became the program (process-wrapper.ts exec mode).
       return match[1] === 'pidx' ? { ...event, exec: true } : event
     }
-    return { kind: 'failed', reason: match[1] as 'cwd' | 'exe' | 'tool', preamble }
+    const reason = match[1] as 'cwd' | 'exe' | 'tool'
+    return match[2] === '-' ? { kind: 'failed', reason, preamble } : { kind: 'failed', reason, preamble, errno: Number(match[2]) }
   }
 
   /** Bytes seen so far without a marker, for error messages. */

@@ -10,9 +10,9 @@ export type RemoteWorldErrorCode =
   | 'TARGET_NOT_FOUND'
   | 'TARGET_NOT_RUNNING'
   | 'ENGINE_UNAVAILABLE'
-  | 'EXECUTABLE_NOT_FOUND'
-  | 'CWD_NOT_FOUND'
+  | StartErrno
   | 'SPAWN_FAILED'
+  | 'SPAWN_CANCELLED'
   | 'TRANSPORT_FAILED'
   | 'CONTROL_FAILED'
   | 'CLEANUP_FAILED'
@@ -75,25 +75,72 @@ export class EngineUnavailableError extends RemoteWorldError {
   }
 }
 
-/** The program to run does not exist in the remote world (e.g. an image without bash). */
+/**
+ * The errno names a start failure carries as its `code`: the ones Node's `child_process.spawn`
+ * (libuv's uv_spawn) gives the upstream local provider for the same case, so code written
+ * against the local world branches the same way: ENOENT (no such program or directory),
+ * EACCES (a program without execute permission, a directory that cannot be entered), ENOTDIR
+ * (a cwd that is not a directory).
+ */
+export type StartErrno = 'ENOENT' | 'EACCES' | 'ENOTDIR'
+
+/** Linux errno numbers of {@link StartErrno} (asm-generic/errno-base.h), as the wrapper reports them. */
+export const START_ERRNO: Readonly<Record<number, StartErrno>> = { 2: 'ENOENT', 13: 'EACCES', 20: 'ENOTDIR' }
+
+/**
+ * The program to run does not exist (or is not an executable file) in the remote world: an
+ * image without bash, a name not on PATH. `code` is the errno name the local provider's spawn
+ * gives (ENOENT, or EACCES for a file without execute permission); the message starts with it.
+ */
 export class ExecutableNotFoundError extends RemoteWorldError {
   /** The program as requested. */
   readonly executable: string
+  /** Node's errno-exception fields, as the local provider's spawn error has them. */
+  readonly errno: number
+  readonly syscall: string
+  readonly path: string
 
-  constructor(executable: string, where: string) {
-    super('EXECUTABLE_NOT_FOUND', `executable not found in ${where}: ${executable}`)
+  constructor(executable: string, where: string, code: 'ENOENT' | 'EACCES' = 'ENOENT') {
+    const what = executable.includes('/') ? `command ${JSON.stringify(executable)} is not an executable file` : `command ${JSON.stringify(executable)} was not found on PATH`
+    super(code, `${code}: ${what} in ${where}`)
     this.executable = executable
+    this.errno = code === 'ENOENT' ? -2 : -13
+    this.syscall = `spawn ${executable}`
+    this.path = executable
   }
 }
 
-/** The requested working directory does not exist (or is not enterable) in the remote world. */
+/**
+ * The working directory cannot be entered in the remote world. `code` is the errno name the
+ * local provider's spawn gives for the same cwd (ENOENT missing, ENOTDIR not a directory,
+ * EACCES not enterable); the message starts with it.
+ */
 export class CwdNotFoundError extends RemoteWorldError {
   /** The directory as requested. */
   readonly cwd: string
+  /** Node's errno-exception fields (`syscall` is the failing `chdir`). */
+  readonly errno: number
+  readonly syscall = 'chdir'
+  readonly path: string
 
-  constructor(cwd: string, where: string) {
-    super('CWD_NOT_FOUND', `working directory does not exist or is not enterable in ${where}: ${cwd}`)
+  constructor(cwd: string, where: string, code: StartErrno = 'ENOENT') {
+    const what = code === 'ENOENT' ? 'no such working directory' : code === 'ENOTDIR' ? 'the working directory is not a directory' : 'the working directory cannot be entered (permission denied)'
+    super(code, `${code}: ${what} in ${where}: ${cwd}`)
     this.cwd = cwd
+    this.errno = code === 'ENOENT' ? -2 : code === 'ENOTDIR' ? -20 : -13
+    this.path = cwd
+  }
+}
+
+/**
+ * A start cancelled before anything ran in the world: the spec's signal aborted (the message is
+ * the local provider's `aborted before spawn: REASON`), or the handle was terminated, or its
+ * world disposed, while the world was still being prepared. `done` rejects with it, as a failed
+ * spawn: no process started, so no signal was sent and none is reported.
+ */
+export class SpawnCancelledError extends RemoteWorldError {
+  constructor(message: string) {
+    super('SPAWN_CANCELLED', message)
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import { posix } from 'node:path'
 import type { SubprocessSpawnSpec } from '@deepseek-ai/dsh-subprocess'
+import { EMPTY_PROGRAM_MESSAGE } from './boundary.ts'
 import type { ControlChannel } from './control-channel.ts'
 import { ExecutableNotFoundError, InvalidArgumentError } from './errors.ts'
 import { stateDirectoryName } from './ownership.ts'
@@ -21,7 +22,7 @@ const MAX_TIMER_DELAY_MS = 2 ** 31 - 1
  */
 export function checkSpawnSpec(spec: SubprocessSpawnSpec): void {
   const program = spec.argv[0]
-  if (program === undefined || program.length === 0) throw new InvalidArgumentError('invalid argv: expected a non-empty program name at argv[0]')
+  if (program === undefined || program.length === 0) throw new InvalidArgumentError(EMPTY_PROGRAM_MESSAGE)
   if (!Number.isFinite(spec.graceMs) || spec.graceMs <= 0 || spec.graceMs > MAX_TIMER_DELAY_MS) {
     throw new InvalidArgumentError(`subprocess graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}`)
   }

@@ -35,7 +35,7 @@
  * @module dsh-remote-worlds/providers/remote/process-wrapper
  */
 import { randomBytes } from 'node:crypto'
-import { markerCommand, preflightLines } from './boundary.ts'
+import { EMPTY_PROGRAM_MESSAGE, checkWrapperSize, markerCommand, preflightLines } from './boundary.ts'
 import { InvalidArgumentError } from './errors.ts'
 import { shQuote, shQuoteArgv, shQuoteEnvEntry } from './quote.ts'
 
@@ -86,12 +86,13 @@ const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 
 /**
  * Build the wrapper; see the module documentation for what it does.
- * @throws InvalidArgumentError for an empty argv, a relative cwd, a bad spill cap, or NUL anywhere.
+ * @throws InvalidArgumentError for an empty argv, a relative cwd, a bad spill cap, NUL anywhere,
+ *   or a script over MAX_WRAPPER_BYTES (boundary.ts).
  */
 export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrapper {
   const { argv, cwd, env } = options
   const program = argv[0]
-  if (program === undefined || program.length === 0) throw new InvalidArgumentError('argv[0] must be a non-empty program name')
+  if (program === undefined || program.length === 0) throw new InvalidArgumentError(EMPTY_PROGRAM_MESSAGE)
   if (!cwd.startsWith('/')) throw new InvalidArgumentError(`cwd must be an absolute path in the remote world: ${JSON.stringify(cwd)}`)
   for (const spill of [options.stdoutSpill, options.stderrSpill]) {
     if (spill !== undefined && (!Number.isSafeInteger(spill.maxBytes) || spill.maxBytes < 0)) throw new InvalidArgumentError(`spill maxBytes must be a non-negative safe integer, got ${spill.maxBytes}`)
@@ -168,6 +169,7 @@ export function buildProcessWrapper(options: ProcessWrapperOptions): ProcessWrap
     // the critical path: an `rm` here would delay the end of the transport by a process start.
     chain,
   ].join('\n')
+  checkWrapperSize(script)
   return { script, nonce }
 }
 

@@ -20,9 +20,9 @@ import type {
   SubprocessOutputMode,
   SubprocessSpawnSpec,
 } from '@deepseek-ai/dsh-subprocess'
-import { BoundaryScanner } from './boundary.ts'
+import { BoundaryScanner, startFailure } from './boundary.ts'
 import { type ControlChannel, type ProcessIdentity, markTagged } from './control-channel.ts'
-import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, SpawnFailedError, TransportError } from './errors.ts'
+import { RemoteWorldError, SpawnCancelledError, SpawnFailedError, TransportError } from './errors.ts'
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
@@ -113,8 +113,6 @@ function signalName(number: number): NodeJS.Signals | undefined {
 
 const TREE_POLL_MS = 20
 const TREE_POLL_MAX_MS = 250
-/** Linux's limit of one exec argument (MAX_ARG_STRLEN, 32 pages). */
-const MAX_ARG_BYTES = 128 * 1024
 
 /**
  * Map the exit trailer to exit facts. STATUS <= 128 is an exit code. Above, a report from the
@@ -184,7 +182,12 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private terminationFailure: Error | undefined
   private treeGone = false
   private spillCleanup: Promise<void> | undefined
-  private readonly onAbort = (): void => { this.terminate() }
+  /** Why a start that never reached the world was cancelled (set by the abort signal). */
+  private cancelReason: string | undefined
+  private readonly onAbort = (): void => {
+    this.cancelReason ??= `aborted before spawn: ${String(this.spec.signal?.reason ?? 'aborted')}`
+    this.terminate()
+  }
   /** The world's resource counters, and their reading taken before the start. */
   private resourceWatch: ResourceWatch | undefined
   private resourcesBefore: Promise<ResourceCounters | undefined> | undefined
@@ -257,10 +260,14 @@ export class RemoteProcessHandle implements SubprocessHandle {
     this.spills = { stdout: spillOf(this.out.collector, 'stdout'), stderr: spillOf(this.err.collector, 'stderr') }
     this.statusFile = `${world.stateDir}/.${stamp}.status`
     if (this.terminationRequested) {
-      // Aborted before anything started in the world: nothing to stop (the E2B provider's outcome).
+      // Cancelled before anything started in the world: no process ran and none was killed, so
+      // the outcome is a failed spawn (the local provider throws `aborted before spawn` for an
+      // aborted signal), never a SIGTERM that was not sent.
       this.startedGate.resolve(undefined)
       this.treeGone = true
-      return this.settle({ exitCode: null, signal: 'SIGTERM' })
+      this.finishStreams()
+      this.cleanupAbort()
+      throw new SpawnCancelledError(this.cancelReason ?? 'terminated before the process started in the world')
     }
     let script: string
     let nonce: string
@@ -283,9 +290,6 @@ export class RemoteProcessHandle implements SubprocessHandle {
     }
     let transport: ProcessTransport
     try {
-      // The wrapper (argv and env inside) is one argument of `sh -c` (or of the SSH login
-      // shell's -c): Linux limits a single argument to 128 KiB (MAX_ARG_STRLEN).
-      if (Buffer.byteLength(script) >= MAX_ARG_BYTES) throw new InvalidArgumentError(`argv and environment are too large for a remote start (${Buffer.byteLength(script)} bytes with the wrapper; a single exec argument is limited to ${MAX_ARG_BYTES} bytes)`)
       // Queued on the control channel now, so the counters are read before the program starts;
       // not awaited, so the start does not wait for it.
       this.resourcesBefore = this.resourceWatch.snapshot()
@@ -343,11 +347,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
         if (event.rest.length > 0) this.deliver(this.out, event.rest, transport.stdout)
       } else if (event.kind === 'failed') {
         preamble = event.preamble
-        marker.reject(event.reason === 'cwd'
-          ? new CwdNotFoundError(this.spec.cwd, where)
-          : event.reason === 'exe'
-            ? new ExecutableNotFoundError(this.spec.argv[0]!, where)
-            : new SpawnFailedError(`cannot start a process in ${where}: \`setsid\` (util-linux or busybox) is not installed there`))
+        marker.reject(startFailure(event, this.spec.argv[0]!, this.spec.cwd, where))
       }
     })
     transport.stderr.on('data', (chunk: Buffer) => {
@@ -489,7 +489,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
     this.cleanupAbort()
   }
 
-  /** Hand bytes to a stream's sink, holding the source while a pipe consumer is full. */
+  /**
+   * Hand bytes to a stream's sink, holding the source while a pipe consumer is full. A pipe the
+   * caller destroyed (unread) releases the source and discards from then on: the transport must
+   * still reach its end, or the outcome would wait for a drain that never comes.
+   */
   private deliver(sink: OutputSink, chunk: Buffer, source: Readable): void {
     if (this.settled && sink.pipe === undefined) return
     sink.collector?.push(chunk)
@@ -497,7 +501,13 @@ export class RemoteProcessHandle implements SubprocessHandle {
     if (target === undefined || target.destroyed) return
     if (!target.write(chunk)) {
       source.pause()
-      target.once('drain', () => source.resume())
+      const release = (): void => {
+        target.off('drain', release)
+        target.off('close', release)
+        source.resume()
+      }
+      target.on('drain', release)
+      target.on('close', release)
     }
   }
 

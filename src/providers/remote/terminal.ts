@@ -17,9 +17,9 @@ import { TerminalEmulator } from '../../emulator/host.ts'
 import { ReplyGuard } from '../../emulator/reply-guard.ts'
 import type { TerminalScreen } from '../../emulator/screen.ts'
 import type { EmulatorChoice } from '../../emulator/settings.ts'
-import { BoundaryScanner, buildStartWrapper } from './boundary.ts'
+import { BoundaryScanner, buildStartWrapper, startFailure } from './boundary.ts'
 import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
-import { CwdNotFoundError, ExecutableNotFoundError, InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
+import { InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
 import { ReplyDelivery } from './reply-delivery.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
@@ -138,8 +138,8 @@ const SIGNAL_NAMES: Record<SubprocessTerminalSignal, RemoteSignalName> = {
  * Start a terminal: run the start wrapper on a fresh PTY, wait for its marker, publish the pid
  * (identity fenced by start time), apply the window size, and return the live handle.
  *
- * @throws CwdNotFoundError when `spec.cwd` cannot be entered.
- * @throws ExecutableNotFoundError when `argv[0]` does not exist (e.g. an image without bash).
+ * @throws CwdNotFoundError (code ENOENT, ENOTDIR or EACCES) when `spec.cwd` cannot be entered.
+ * @throws ExecutableNotFoundError (code ENOENT, or EACCES for a file without execute permission) when `argv[0]` does not exist (e.g. an image without bash).
  * @throws SpawnFailedError when the PTY ends without a marker.
  * @throws the abort reason when `spec.signal` aborts before publication (anything started is torn down).
  */
@@ -180,7 +180,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
       marker.resolve({ pid: event.pid, starttime: event.extra?.[0] ?? 0, rest: event.rest })
     }
     else if (event.kind === 'failed') {
-      marker.reject(event.reason === 'cwd' ? new CwdNotFoundError(spec.cwd, where) : new ExecutableNotFoundError(spec.argv[0]!, where))
+      marker.reject(startFailure(event, spec.argv[0]!, spec.cwd, where))
     }
   }
   const onEnd = (): void => marker.reject(new SpawnFailedError(`terminal in ${where} ended before its start marker${scanner.seen.trim().length > 0 ? `: ${JSON.stringify(scanner.seen.trim().slice(0, 500))}` : ''}`))

@@ -29,6 +29,13 @@ export interface SshCredentials {
   /** ssh-agent socket path (SSH_AUTH_SOCK); never forwarded to the remote. */
   agent: string | undefined
   password: string | undefined
+  /**
+   * Identity files that were named (an ssh config `IdentityFile`, or a default `~/.ssh/id_*`
+   * that exists) but could not be used, each with why (`FILE (EACCES: permission denied)`).
+   * They are skipped, as OpenSSH skips them (an agent may hold the key); an authentication
+   * failure names them.
+   */
+  skipped?: readonly string[]
 }
 
 /** Timing of connection establishment and liveness. */
@@ -152,7 +159,7 @@ async function connectHop(hop: SshHop, timings: SshTimings, lookup: HostLookup, 
       // An unreachable agent only skips the agent method; ssh2 goes on with the next one.
       if (error.level === 'agent') return
       if (hostKeyError !== undefined) return fail(hostKeyError)
-      if (error.level === 'client-authentication') return fail(new SshAuthenticationError(destination, tried, { cause: error }))
+      if (error.level === 'client-authentication') return fail(new SshAuthenticationError(destination, tried, { cause: error, skipped: hop.credentials.skipped }))
       if (error.level === 'client-timeout') {
         // ssh2 records the server's identification line once it arrived (no public accessor).
         const sawBanner = (client as unknown as { _remoteVer?: string })._remoteVer !== undefined

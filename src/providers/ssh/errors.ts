@@ -12,10 +12,16 @@ export class SshAuthenticationError extends RemoteWorldError {
   /** The methods offered, in order (e.g. `publickey:~/.ssh/id_ed25519`, `agent`, `password`). */
   readonly methods: readonly string[]
 
-  constructor(destination: string, methods: readonly string[], options?: { cause?: unknown }) {
-    super('AUTH_FAILED', `authentication to ${destination} failed; tried: ${methods.length > 0 ? methods.join(', ') : 'no method (configure --identity, an ssh-agent or a password)'}`, options)
+  /** Identity files that were named but could not be used, each with why (see SshCredentials.skipped). */
+  readonly skipped: readonly string[]
+
+  constructor(destination: string, methods: readonly string[], options: { cause?: unknown; skipped?: readonly string[] | undefined } = {}) {
+    const skipped = options.skipped ?? []
+    const tried = methods.length > 0 ? methods.join(', ') : skipped.length > 0 ? 'no method' : 'no method (configure --identity, an ssh-agent or a password)'
+    super('AUTH_FAILED', `authentication to ${destination} failed; tried: ${tried}${skipped.length > 0 ? `; skipped identity files: ${skipped.join(', ')}` : ''}`, { cause: options.cause })
     this.destination = destination
     this.methods = methods
+    this.skipped = skipped
   }
 }
 

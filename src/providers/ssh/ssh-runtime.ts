@@ -234,19 +234,30 @@ export async function buildSshWorld(config: z.output<typeof SshRuntimeConfig>, e
 
   const hopFor = async (resolved: ResolvedSshTarget, pins: readonly string[]): Promise<SshHop> => {
     const keys = [...dataKeys]
+    const skipped: string[] = []
     if (explicit !== undefined) {
       for (const file of explicit) keys.push({ label: file, key: parseKeyOrThrow(readKeyFile(file), config.passphrase, file) })
     } else if (dataKeys.length === 0) {
-      // Config or default identity files: unreadable or locked ones are skipped (an agent may hold them).
-      const files = resolved.identityFiles.length > 0 ? resolved.identityFiles : DEFAULT_IDENTITIES.map(name => join(home, '.ssh', name))
+      // Config or default identity files: unusable ones are skipped, as OpenSSH skips them (an
+      // agent may hold the key), and named if authentication fails. A missing default file is
+      // no finding; a missing configured one is (OpenSSH warns "no such identity").
+      const configured = resolved.identityFiles.length > 0
+      const files = configured ? resolved.identityFiles : DEFAULT_IDENTITIES.map(name => join(home, '.ssh', name))
       for (const file of files) {
         let data: Buffer
-        try { data = readFileSync(file) } catch { continue }
+        try {
+          data = readFileSync(file)
+        } catch (error) {
+          const code = (error as NodeJS.ErrnoException).code
+          if (configured || code !== 'ENOENT') skipped.push(`${file} (${code === 'ENOENT' ? 'ENOENT: no such file' : code === 'EACCES' ? 'EACCES: permission denied' : (error as Error).message})`)
+          continue
+        }
         const key = ssh2.utils.parseKey(data, config.passphrase)
-        if (!(key instanceof Error)) keys.push({ label: file, key: Array.isArray(key) ? key[0]! : key })
+        if (key instanceof Error) skipped.push(`${file} (${key.message})`)
+        else keys.push({ label: file, key: Array.isArray(key) ? key[0]! : key })
       }
     }
-    const credentials: SshCredentials = { keys, agent, password: config.password }
+    const credentials: SshCredentials = { keys, agent, password: config.password, skipped }
     const knownHostsFiles = explicitKnownHosts ?? [...(resolved.knownHostsFiles ?? [join(home, '.ssh', 'known_hosts')]), '/etc/ssh/ssh_known_hosts']
     const trust: HostKeyTrust = { entries: pins.length > 0 ? [] : await readKnownHosts(knownHostsFiles), pinned: pins }
     return { target: resolved, credentials, trust }
