@@ -20,6 +20,7 @@ import type {
   SubprocessOutputMode,
   SubprocessSpawnSpec,
 } from '@deepseek-ai/dsh-subprocess'
+import { holdUntilDrained } from './backpressure.ts'
 import { BoundaryScanner, startFailure } from './boundary.ts'
 import { type ControlChannel, type ProcessIdentity, markTagged } from './control-channel.ts'
 import { RemoteWorldError, SpawnCancelledError, SpawnFailedError, TransportError } from './errors.ts'
@@ -499,16 +500,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
     sink.collector?.push(chunk)
     const target = sink.pipe ?? sink.inherit
     if (target === undefined || target.destroyed) return
-    if (!target.write(chunk)) {
-      source.pause()
-      const release = (): void => {
-        target.off('drain', release)
-        target.off('close', release)
-        source.resume()
-      }
-      target.on('drain', release)
-      target.on('close', release)
-    }
+    if (!target.write(chunk)) holdUntilDrained(source, target)
   }
 
   /**

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto'
 import type { PassThrough } from 'node:stream'
 import { PassThrough as Pipe } from 'node:stream'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { holdUntilDrained } from '../../remote/backpressure.ts'
 import { TransportError } from '../../remote/errors.ts'
 import type { ProcessTransport } from '../../remote/process.ts'
 import { TrailerScanner } from '../../remote/process-wrapper.ts'
@@ -139,18 +140,8 @@ export class ProcessLauncher {
     const scanner = run.scanners[which]
     const bytes = scanner.push(chunk)
     const target = run.out[which]
-    if (bytes.length > 0 && !target.write(bytes)) {
-      const source = this.raw[which]
-      source.pause()
-      // On drain, or when the reader destroyed the run's stream: it must not stall the next runs.
-      const resume = (): void => {
-        target.off('drain', resume)
-        target.off('close', resume)
-        source.resume()
-      }
-      target.on('drain', resume)
-      target.on('close', resume)
-    }
+    // Released on drain, or when the reader destroyed the run's stream: it must not stall the next runs.
+    if (bytes.length > 0 && !target.write(bytes)) holdUntilDrained(this.raw[which], target)
     if (scanner.trailer === undefined) return
     run.done[which] = true
     target.end()
