@@ -4,11 +4,52 @@
  * where the upstream loader resolves plugin names from the profile's `cordis.yml`.
  */
 import { execFile } from 'node:child_process'
-import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 
 export const ROOT = resolve(import.meta.dirname, '../..')
+
+/** The tarball `npm pack` made of this checkout, and the files it holds (paths inside `package/`). */
+export interface PackedTarball {
+  /** Absolute path of `dsh-remote-worlds-VERSION.tgz`. */
+  path: string
+  /** File name (`dsh-remote-worlds-0.1.0.tgz`). */
+  filename: string
+  files: string[]
+}
+
+/**
+ * `npm pack` of this checkout (its `prepack` builds dist/ and the world tools), made once per
+ * content of the tree: the key is the SHA-256 of every file git tracks or would track (paths and
+ * bytes), so two test files of one run share one build (~40 s each), and an edited file makes a
+ * new one. The tarball lives in `os.tmpdir()/dsh-remote-worlds-packs/KEY/`; callers copy it if
+ * they need it elsewhere. Test files run one at a time (vitest.config.ts), so no lock is needed.
+ * @throws the `npm pack` failure (its stderr in the message).
+ */
+export async function packedTarball(): Promise<PackedTarball> {
+  const { stdout } = await promisify(execFile)('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, maxBuffer: 64 << 20 })
+  const hash = createHash('sha256')
+  for (const file of stdout.split('\0').filter(name => name.length > 0).sort()) {
+    const path = join(ROOT, file)
+    if (!existsSync(path)) continue
+    hash.update(`${file}\0`).update(readFileSync(path)).update('\0')
+  }
+  const dir = join(tmpdir(), 'dsh-remote-worlds-packs', hash.digest('hex').slice(0, 32))
+  const report = join(dir, 'pack.json')
+  if (!existsSync(report)) {
+    const scratch = `${dir}.${process.pid}`
+    mkdirSync(scratch, { recursive: true })
+    const packed = await promisify(execFile)('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: ROOT, maxBuffer: 16 << 20 })
+    writeFileSync(join(scratch, 'pack.json'), packed.stdout)
+    // Published whole or not at all: a pack killed midway leaves only its scratch folder.
+    renameSync(scratch, dir)
+  }
+  const [entry] = JSON.parse(readFileSync(report, 'utf8')) as { filename: string; files: { path: string }[] }[]
+  return { path: join(dir, entry!.filename), filename: entry!.filename, files: entry!.files.map(file => file.path) }
+}
 
 /** A profile directory with `dsh-remote-worlds` and `@deepseek-ai/*` in its node_modules. */
 export interface BuiltProfile {

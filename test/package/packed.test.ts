@@ -12,7 +12,7 @@
  *   disabled, and the terminal tool then runs in the container.
  */
 import { execFile } from 'node:child_process'
-import { chownSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -21,7 +21,7 @@ import { boot, loadProfile } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
 import { IMAGE, docker, hangGuard, startTestContainer } from '../docker/helpers.ts'
-import { ROOT } from '../helpers/built-package.ts'
+import { ROOT, packedTarball } from '../helpers/built-package.ts'
 
 const run = promisify(execFile)
 const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-packed-'))
@@ -47,10 +47,10 @@ function readmeExample(): string {
 }
 
 beforeAll(async () => {
-  const packed = await run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: ROOT, maxBuffer: 16 << 20 })
-  const [report] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[]
-  tarball = join(tmp, report!.filename)
-  packedFiles = report!.files.map(file => file.path)
+  const packed = await packedTarball()
+  tarball = join(tmp, packed.filename)
+  copyFileSync(packed.path, tarball)
+  packedFiles = packed.files
   mkdirSync(project, { recursive: true })
   writeFileSync(join(project, 'package.json'), `${JSON.stringify({
     name: 'dsh-profile-packed',
@@ -105,15 +105,13 @@ describe('the packed tarball', () => {
 
   it('runs the composition example of docs/compositions.md as written, under Node 22, and exits after its disposal', async () => {
     writeFileSync(join(project, 'example.mjs'), readmeExample())
-    const started = Date.now()
+    // The process ends with its disposal: `run` resolves at its exit (the hang guard is generous).
     const { stdout } = await hangGuard(run(process.execPath, ['example.mjs'], { cwd: project, timeout: 120_000 }), 120_000, 'the composition example')
     const info = await docker.listContainers({ all: true, filters: { ancestor: [IMAGE], label: ['dsh-remote-worlds.managed=true'] } })
     // The file the write tool wrote is the one the process ran, in the container.
     expect(stdout).toMatch(/^0 42 agent in [0-9a-f]{12}\n$/)
     // The managed container went with the disposal.
     expect(info.filter(container => stdout.includes(container.Id.slice(0, 12)))).toEqual([])
-    // Promptly: the process ended with its disposal (a generous hang bound, not a speed check).
-    expect(Date.now() - started).toBeLessThan(60_000)
   }, 150_000)
 
   it('installs its command as dsh-remote-worlds only (dsh-remote belongs to other npm packages)', async () => {
