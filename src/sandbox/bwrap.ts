@@ -16,11 +16,12 @@
  * @module dsh-remote-worlds/sandbox/bwrap
  */
 import type { Context } from '@deepseek-ai/cordis'
-import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
+import { SandboxProvider } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
 import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
+import { WorldSandboxUnavailableError } from './unavailable.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
@@ -205,7 +206,8 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
   confine(argv: readonly string[], policy: SandboxPolicy): ConfinedArgv {
     const refusal = this.refusal(policy.mode, policy.workspaceRoot)
     if (refusal !== undefined || !this.config.probe.usable) {
-      throw new SandboxUnavailableError(policy.mode, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`)
+      throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`,
+        'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present)')
     }
     return {
       argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }), '--', ...argv],

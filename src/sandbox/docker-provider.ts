@@ -8,9 +8,10 @@
  * @module dsh-remote-worlds/sandbox/docker-provider
  */
 import type { Context } from '@deepseek-ai/cordis'
-import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
+import { SandboxProvider } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, ConfinedSandboxMode, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
 import { assessDockerMode, type DockerModeAssessment, type DockerSandboxFacts } from './docker-inspect.ts'
+import { WorldSandboxUnavailableError } from './unavailable.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /**
@@ -58,7 +59,8 @@ export class DockerSandboxProvider extends SandboxProvider implements ReportingS
   confine(argv: readonly string[], policy: SandboxPolicy): ConfinedArgv {
     const verdict = this.assess(policy.mode, policy.workspaceRoot)
     if (!verdict.enforced) {
-      throw new SandboxUnavailableError(policy.mode, `${this.config.where} does not enforce ${policy.mode} for workspace ${policy.workspaceRoot}: ${verdict.reasons.join('; ')}`)
+      throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where} does not enforce ${policy.mode} for workspace ${policy.workspaceRoot}: ${verdict.reasons.join('; ')}`,
+        'Attach to a container whose HostConfig enforces it (a read-only root filesystem, no added capabilities, and for workspace-write the workspace its only writable mount: docs/dsh-cli.md), or let this package create the container from an image')
     }
     return {
       argv: [...argv],

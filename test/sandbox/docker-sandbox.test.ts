@@ -151,6 +151,9 @@ describe('workspace-write (managed container created from the policy)', () => {
     expect(failure).toBeInstanceOf(SandboxUnavailableError)
     expect((failure as SandboxUnavailableError).code).toBe('SANDBOX_UNAVAILABLE')
     expect((failure as Error).message.endsWith(`Runner failure: docker container ${containerOf(world)} as 1000:1000 does not enforce read-only for workspace /workspace: writable mount /workspace (read-write bind of ${workspace.path}): read-only allows no persistent writes`)).toBe(true)
+    // The agent reads this: it names the world and a fix there, not upstream's host advice (install bubblewrap).
+    expect((failure as Error).message.startsWith(`sandbox mode "read-only" is requested but docker container ${containerOf(world)} as 1000:1000 cannot enforce it; refusing to run the command unconfined. Attach to a container whose HostConfig enforces it`)).toBe(true)
+    expect((failure as Error).message).not.toContain('bubblewrap')
     expect(world.ctx.terminals.list(world.agent)).toEqual([])
     setSandboxMode(world.agent.session, 'workspace-write')
   })

@@ -133,6 +133,7 @@ describe('a host where bubblewrap cannot run', () => {
       expect((failure as SandboxUnavailableError).code).toBe('SANDBOX_UNAVAILABLE')
       const reason = 'bubblewrap at /usr/bin/bwrap does not work here: bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces. See <https://deb.li/bubblewrap> or <file:///usr/share/doc/bubblewrap/README.Debian.gz>.'
       expect((failure as Error).message.endsWith(`Runner failure: ssh agent@127.0.0.1:${refusing.ports[0]}: ${reason}`)).toBe(true)
+      expect((failure as Error).message.startsWith(`sandbox mode "read-only" is requested but ssh agent@127.0.0.1:${refusing.ports[0]} cannot enforce it; refusing to run the command unconfined. Make bubblewrap work there for this workspace`)).toBe(true)
       expect(sandboxReportOf(world.ctx)!.modes.map(mode => [mode.mode, mode.available, mode.enforcement, mode.gaps])).toEqual([
         ['read-only', false, 'unavailable', [reason]],
         ['workspace-write', false, 'unavailable', [reason]],
