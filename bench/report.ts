@@ -10,7 +10,8 @@ import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OU
 import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
 import { RAW_DOCKER_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
-import { MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
+import { FLOOD_CANCEL_METRIC } from './rows/flood-cancel.ts'
+import { CLOSE_ALL_METRIC, MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
 import { FS_EDIT_METRIC, FS_GREP_METRIC, FS_LIST_METRIC, FS_METRICS, FS_READ_BYTES, FS_READ_BYTES_METRIC, FS_READ_METRIC, FS_WRITE_METRIC, type FsMixedRecord, RG_DIRECT_METRIC } from './rows/fs.ts'
 import { STDOUT_THROUGHPUT_BYTES, type Sample, median, percentile, round } from './timing.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
@@ -28,7 +29,9 @@ const METRIC_ORDER: readonly string[] = [
   PWSH_READ_HOST_METRIC,
   '/dev/tty read settle (stdin_read)',
   'cancel-to-prompt',
+  FLOOD_CANCEL_METRIC,
   'close idle shell',
+  CLOSE_ALL_METRIC,
   'inspectForeground (idle prompt)',
   'inspectForeground (first after new prompt)',
   'inspectForeground (sleep running)',
@@ -79,6 +82,8 @@ const BESIDE_RAW: ReadonlySet<string> = new Set([PRODUCT_THROUGHPUT_METRIC, FS_R
  */
 const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
   [FS_GREP_METRIC]: RG_DIRECT_METRIC,
+  // Issue 21: a probe with 100 terminals open beside one with a single terminal open.
+  [MANY_TERMINALS_METRIC]: SINGLE_TERMINAL_METRIC,
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
@@ -91,14 +96,15 @@ const PAYLOAD_BYTES: Readonly<Record<string, number>> = {
 
 /**
  * A floor to report against (never asserted): an absolute median bound (`maxMs`: below it, or
- * at most it with `inclusive`), a ratio to local (`maxRatio`), a least share of the raw
- * transport's MB/s (`minRawRatio`), or a most ratio to the direct counterpart's median
- * (`maxDirectRatio`).
+ * at most it with `inclusive`), an absolute p90 bound (`maxP90Ms`, the same way), a ratio to
+ * local (`maxRatio`), a least share of the raw transport's MB/s (`minRawRatio`), or a most
+ * ratio to the direct counterpart's median (`maxDirectRatio`).
  */
 interface Floor {
   metric: string
   worlds?: readonly WorldName[]
   maxMs?: number
+  maxP90Ms?: number
   inclusive?: boolean
   maxRatio?: number
   minRawRatio?: number
@@ -128,6 +134,10 @@ const FLOORS: Floor[] = [
   { metric: FS_LIST_METRIC, worlds: ['docker', 'ssh'], maxRatio: 3, source: 'issue 20' },
   { metric: FS_READ_BYTES_METRIC, worlds: ['docker', 'ssh'], minRawRatio: 0.9, source: 'issue 20' },
   { metric: FS_GREP_METRIC, worlds: ['docker', 'ssh'], maxDirectRatio: 1.2, source: 'issue 20' },
+  // Many terminals at once (issue 21).
+  { metric: CLOSE_ALL_METRIC, worlds: ['docker', 'ssh'], maxMs: 1000, inclusive: true, source: 'issue 21' },
+  { metric: FLOOD_CANCEL_METRIC, worlds: ['docker', 'ssh'], maxP90Ms: 1000, inclusive: true, source: 'issue 21' },
+  { metric: MANY_TERMINALS_METRIC, worlds: ['docker', 'ssh'], maxDirectRatio: 1.5, source: 'issue 21' },
 ]
 
 /** One timed row of the JSON (field names are stable: users compare runs). */
@@ -196,6 +206,10 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       if (floor?.maxMs !== undefined) {
         floorText = `${floor.inclusive === true ? '<=' : '<'} ${floor.maxMs} ms`
         pass = floor.inclusive === true ? med <= floor.maxMs : med < floor.maxMs
+      } else if (floor?.maxP90Ms !== undefined) {
+        const p90 = percentile(values, 0.9)
+        floorText = `p90 ${floor.inclusive === true ? '<=' : '<'} ${floor.maxP90Ms} ms`
+        pass = floor.inclusive === true ? p90 <= floor.maxP90Ms : p90 < floor.maxP90Ms
       } else if (floor?.maxRatio !== undefined && ratio !== null) {
         floorText = `<= ${floor.maxRatio}x local`
         pass = ratio <= floor.maxRatio
@@ -288,7 +302,7 @@ export function printThroughputRatios(rows: readonly Row[]): void {
       .filter(row => row.metric === metric && row.ratio_to_direct !== undefined)
       .map(row => `  ${row.world}: ${formatMs(row.median_ms)} / ${formatMs(row.direct_median_ms!)} ms = ${row.ratio_to_direct!.toFixed(2)}x`)
     if (lines.length === 0) continue
-    console.log(`\n${metric}, the upstream tool / \`${directMetric}\` (medians):`)
+    console.log(`\n${metric} / \`${directMetric}\` (medians, same world and run):`)
     for (const line of lines) console.log(line)
   }
 }

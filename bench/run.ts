@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-fs --fs-only]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { buildRows, printFs, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
+import { FLOOD_CANCEL_METRICS, floodCancelRuns } from './rows/flood-cancel.ts'
 import { FS_METRICS, type FsMixedRecord, fsRuns } from './rows/fs.ts'
 import { type MemoryRecord, floodMemory } from './rows/memory.ts'
 import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
@@ -37,6 +38,8 @@ const { values: args } = parseArgs({
     memory: { type: 'boolean', default: true },
     // The scale family (100 idle terminals per remote world): on unless --no-scale.
     scale: { type: 'boolean', default: true },
+    // The flood-cancel row (20 flooding terminals per remote world): on unless --no-flood-cancel.
+    'flood-cancel': { type: 'boolean', default: true },
     // The filesystem family (ctx.fs rows and the fs section): on unless --no-fs.
     fs: { type: 'boolean', default: true },
     // Only the filesystem family (and the raw transport rows it is compared with), in each selected world.
@@ -58,6 +61,11 @@ const MEMORY_WORLDS: readonly WorldName[] = ['docker']
  * provider has neither (its terminals are node-pty children of this process).
  */
 const SCALE_WORLDS: readonly WorldName[] = ['docker', 'ssh']
+/**
+ * The worlds of the flood-cancel row: the remote ones (issue 21: what is in flight per terminal
+ * on the way from the world's PTY to terminal-bash when the SIGINT lands).
+ */
+const FLOOD_CANCEL_WORLDS: readonly WorldName[] = ['docker', 'ssh']
 
 const WORLDS = benchWorlds({ ...(args['docker-user'] !== undefined ? { docker: args['docker-user'] } : {}), ssh: args['ssh-user'] })
 
@@ -73,6 +81,8 @@ interface WorldResult {
 interface Sections {
   memory: boolean
   scale: boolean
+  /** The flood-cancel row (bench/rows/flood-cancel.ts). */
+  floodCancel: boolean
   fs: boolean
   /** Only the fs family and the raw transport rows (no terminal, probe, spawn, scale, emulator, pwsh, memory rows). */
   fsOnly: boolean
@@ -86,7 +96,7 @@ interface Sections {
  * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
@@ -111,6 +121,10 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
         if (sections.scale && SCALE_WORLDS.includes(entry.world)) {
           scale.push(await scaleRuns(entry.world, target, runs, samples))
           console.error(`[bench] ${entry.world}: scale rows done`)
+        }
+        if (sections.floodCancel && FLOOD_CANCEL_WORLDS.includes(entry.world)) {
+          await floodCancelRuns(entry.world, target, runs, samples)
+          console.error(`[bench] ${entry.world}: flood-cancel row done`)
         }
         if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
       }
@@ -158,7 +172,7 @@ async function main(): Promise<void> {
   const scale: ScaleRecord[] = []
   const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, fs: args.fs, fsOnly: args['fs-only'] })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'] })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)

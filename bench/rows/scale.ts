@@ -4,7 +4,8 @@
  * bench/rows/probe.ts does), each opened to its first prompt.
  * - Timed rows: `inspectForeground (1 terminal open)` (repeated calls on the only terminal
  *   open) and `inspectForeground (100 idle terminals open)` (one call on each of the 100, in
- *   turn, every sample kept). Every probe must prove the idle prompt (`inputWaiting`).
+ *   turn, every sample kept). Every probe must prove the idle prompt (`inputWaiting`). And
+ *   `close 100 idle terminals at once` (one sample: the section's `close_wall_ms`).
  * - The scale section (a {@link ScaleRecord}, not a timed row): the client's RSS per idle
  *   terminal, the wall time to open the other 99 ({@link OPEN_CONCURRENCY} at a time) and to
  *   terminate all 100 at once, the client's sockets and, for SSH, the pooled connections.
@@ -35,9 +36,11 @@ const CLOSE_ALL_STEP_MS = 60_000
 
 export const SINGLE_TERMINAL_METRIC = 'inspectForeground (1 terminal open)'
 export const MANY_TERMINALS_METRIC = `inspectForeground (${SCALE_TERMINALS} idle terminals open)`
+/** One sample per world: the scale section's `close_wall_ms`, as a row with its floor. */
+export const CLOSE_ALL_METRIC = `close ${SCALE_TERMINALS} idle terminals at once`
 
 /** The rows, in report order. */
-export const SCALE_METRICS = [SINGLE_TERMINAL_METRIC, MANY_TERMINALS_METRIC] as const
+export const SCALE_METRICS = [SINGLE_TERMINAL_METRIC, MANY_TERMINALS_METRIC, CLOSE_ALL_METRIC] as const
 
 /** The scale section's record of one world, as written to the JSON (`section: 'scale'`). */
 export interface ScaleRecord {
@@ -177,6 +180,7 @@ export async function scaleRuns(world: WorldName, target: BenchTarget, runs: num
     const closing = performance.now()
     await withTimeout(Promise.all(handles.map(handle => handle.terminate())), `terminate ${handles.length} terminals`, CLOSE_ALL_STEP_MS)
     const closeWallMs = performance.now() - closing
+    pushSample(samples, CLOSE_ALL_METRIC, { ms: closeWallMs })
     handles.length = 0
     collectGarbage()
     return {

@@ -29,6 +29,7 @@ import {
 } from '../remote/errors.ts'
 import type { SessionOwnership } from '../remote/ownership.ts'
 import type { ProcessTransport } from '../remote/process.ts'
+import { SharedRounds } from '../remote/rounds.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
 import { ExecPool } from './exec-pool/pool.ts'
@@ -114,6 +115,8 @@ export class DockerWorld {
   /** The container's inspect result at open time (HostConfig, Mounts, Config). */
   readonly inspectInfo: Docker.ContainerInspectInfo
   private readonly controls = new Map<string, Promise<ControlChannel>>()
+  /** {@link alive}'s checks per exec user (key: the user, '' for the image's), in shared rounds. */
+  private readonly aliveRounds = new Map<string, SharedRounds<boolean>>()
   private disposed = false
   private readonly controlRequestTimeoutMs: number | undefined
   private readonly ownership: SessionOwnership | undefined
@@ -397,8 +400,24 @@ export class DockerWorld {
    * engine reports its execs' exits while it still shows the container Running (measured: 6 of
    * 8 kills), so an exec that died with its container looked like a normal exit. A dead
    * channel is replaced by a fresh exec, which cannot start or answer in a dying container.
+   *
+   * Asked in shared rounds per user (remote/rounds.ts): every terminal's exit asks it, and 100
+   * terminals closed at once each asking alone put 100 pings in the control channel's queue
+   * and 100 loops of container inspects every 20 ms on the engine (most of a 12 s close here).
+   * A round starts after the call, so an answer never predates the exit that asked.
    */
-  async alive(user: string | undefined): Promise<boolean> {
+  alive(user: string | undefined): Promise<boolean> {
+    const key = user ?? ''
+    let rounds = this.aliveRounds.get(key)
+    if (rounds === undefined) {
+      rounds = new SharedRounds(() => this.aliveOnce(user))
+      this.aliveRounds.set(key, rounds)
+    }
+    return rounds.ask()
+  }
+
+  /** One check of {@link alive}. */
+  private async aliveOnce(user: string | undefined): Promise<boolean> {
     if (!(await this.running())) return false
     let settled = false
     const answered = (async () => {

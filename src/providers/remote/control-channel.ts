@@ -1,7 +1,8 @@
 /**
  * The persistent remote control channel shared by every world: one non-PTY remote process per
  * (world, uid) running `control.sh`, sent over its stdin. Requests and replies are single
- * lines tagged with ids; a queue keeps one request in flight (the program answers in order).
+ * lines tagged with ids; up to {@link CONTROL_PIPELINE_DEPTH} requests are in flight at once
+ * (the program reads them one by one from its stdin and answers in order).
  *
  * Why a persistent channel: on loopback it answers a /proc probe in ~0.35 ms, where a fresh
  * `docker exec` costs ~46 ms and a fresh SSH channel ~3.6 ms (DESIGN.md section 3).
@@ -12,6 +13,7 @@ import type { Readable, Writable } from 'node:stream'
 import PQueue from 'p-queue'
 import { type WorldUserFacts, parseEnvEntries } from './environment.ts'
 import { ControlChannelError, InvalidArgumentError } from './errors.ts'
+import { SharedBatches, SharedRounds } from './rounds.ts'
 
 /** The control program's text, sent verbatim over the remote process's stdin. */
 export const CONTROL_PROGRAM: string = readFileSync(new URL('./control.sh', import.meta.url), 'utf8')
@@ -50,6 +52,12 @@ export interface RemoteProcess extends ProcessIdentity {
   state: string
   /** The process is ours and holds the session tag in question (set by {@link markTagged}; ownership.ts). */
   tagged: boolean
+}
+
+/** The process table and the tagged processes, read in one round (see {@link ControlChannel.freshSnapshot}). */
+export interface ProcessSnapshot {
+  table: RemoteProcess[]
+  tagged: TaggedProcess[]
 }
 
 /** One registration of the ownership registry: a control program of a client. */
@@ -120,6 +128,14 @@ export interface ControlTransport {
 }
 
 const READY_TIMEOUT_MS = 15_000
+/**
+ * Requests in flight at once on one channel. The program reads each request line (and a
+ * request's own lines) from its stdin with the shell's `read` builtin, which takes a pipe one
+ * byte at a time and so never reads past its line, and no command it runs reads that stdin:
+ * requests written ahead wait in the pipe, unread, until their turn. The bound keeps what
+ * waits there small (most requests are a few dozen bytes).
+ */
+export const CONTROL_PIPELINE_DEPTH = 32
 /** Default bound of one request's reply, see {@link ControlChannelOptions.requestTimeoutMs}. */
 export const DEFAULT_CONTROL_REQUEST_TIMEOUT_MS = 10_000
 /** Output a login may print before the program's READY line (bytes). */
@@ -138,7 +154,7 @@ function preamble(text: string): string {
 /** Options of {@link ControlChannel.open}. */
 export interface ControlChannelOptions {
   /**
-   * How long one request may wait for its reply once sent, in ms (default
+   * How long the oldest request in flight may wait for its reply, in ms (default
    * {@link DEFAULT_CONTROL_REQUEST_TIMEOUT_MS}). Every operation is a few builtins or one fork,
    * so no healthy program comes near it; a program that does not answer is frozen (a paused
    * container, a stopped process) or stuck. A request that times out FAILS THE CHANNEL: a
@@ -155,8 +171,11 @@ export class ControlChannel {
   /** Facts the program reported at start. */
   readonly info: ControlInfo
   private readonly transport: ControlTransport
-  private readonly queue = new PQueue({ concurrency: 1 })
-  private readonly pending = new Map<number, { resolve: (fields: string[]) => void; reject: (error: Error) => void }>()
+  private readonly queue = new PQueue({ concurrency: CONTROL_PIPELINE_DEPTH })
+  /** Requests written and not answered, in the order written (the program answers in that order). */
+  private readonly pending = new Map<number, { op: string; resolve: (fields: string[]) => void; reject: (error: Error) => void }>()
+  /** The reply bound of the oldest request in flight (see {@link send}). */
+  private headTimer: { id: number; timer: NodeJS.Timeout } | undefined
   private nextId = 1
   private buffered = ''
   private failure: ControlChannelError | undefined
@@ -166,6 +185,13 @@ export class ControlChannel {
   private facts: Promise<WorldUserFacts> | undefined
   /** The shared snapshot being taken (see {@link sharedSnapshot}). */
   private snapshot: Promise<{ table: RemoteProcess[]; tagged: TaggedProcess[] }> | undefined
+  /** {@link kill}'s batches per signal, and {@link ignoringTerm}'s. */
+  private readonly killBatches = new Map<RemoteSignalName, SharedBatches<ProcessIdentity, Map<string, 'signalled' | 'gone' | 'error'>>>()
+  private readonly ignoringBatches = new SharedBatches<ProcessIdentity, Set<string>>(items => this.ignoringTermNow(items))
+  /** The group whose rounds {@link freshSnapshot} shares, when it joined one. */
+  private scanGroup: ScanGroup | undefined
+  /** The scans of {@link freshSnapshot}, in shared rounds. */
+  private readonly freshScans = new SharedRounds<ProcessSnapshot>(async () => ({ table: await this.processTable(), tagged: await this.taggedProcesses() }))
 
   private constructor(transport: ControlTransport, info: ControlInfo, rest: string, where: string, requestTimeoutMs: number) {
     this.transport = transport
@@ -286,26 +312,46 @@ export class ControlChannel {
   }
 
   /**
-   * Queue one request: once it is the one in flight, write it and wait for its reply, at most
-   * the request timeout (the clock starts at the write, so a queue behind a slow request does
-   * not count against the ones waiting).
+   * Queue one request: write it as soon as fewer than {@link CONTROL_PIPELINE_DEPTH} are in
+   * flight, and wait for its reply. The program answers in order, so the request timeout runs
+   * for the oldest request in flight only, from the moment it became the oldest (a request
+   * behind a slow one does not count the slow one's time).
+   *
+   * Why pipelined: with one request in flight, each reply had to come back through the
+   * client's event loop before the next request could leave. Under 20 terminals flooding
+   * output an event-loop turn took seconds, so the 20 SIGINTs of a cancel and the probes
+   * queued with them came back one turn each: 15-24 s until the last SIGINT landed (issue 21).
+   * Written at once, they are answered in one turn.
    */
   private send(op: string, encode: (id: number) => string | Buffer): Promise<string[]> {
     return this.queue.add(async () => {
       if (this.failure !== undefined) throw this.failure
       const id = this.nextId++
       const reply = Promise.withResolvers<string[]>()
-      this.pending.set(id, reply)
-      const timer = setTimeout(() => {
-        this.fail(new ControlChannelError(`the remote control program in ${this.where} did not answer ${op} within ${this.requestTimeoutMs} ms (frozen or stuck); the control channel is closed`))
-      }, this.requestTimeoutMs)
-      try {
-        this.transport.stdin.write(encode(id))
-        return await reply.promise
-      } finally {
-        clearTimeout(timer)
-      }
+      this.pending.set(id, { op, ...reply })
+      this.armHeadTimer()
+      this.transport.stdin.write(encode(id))
+      return reply.promise
     }) as Promise<string[]>
+  }
+
+  /** Run the reply bound for the oldest request in flight, when it is not running for it already. */
+  private armHeadTimer(): void {
+    const head = this.pending.entries().next()
+    if (head.done === true) {
+      if (this.headTimer !== undefined) clearTimeout(this.headTimer.timer)
+      this.headTimer = undefined
+      return
+    }
+    const [id, { op }] = head.value
+    if (this.headTimer?.id === id) return
+    if (this.headTimer !== undefined) clearTimeout(this.headTimer.timer)
+    this.headTimer = {
+      id,
+      timer: setTimeout(() => {
+        this.fail(new ControlChannelError(`the remote control program in ${this.where} did not answer ${op} within ${this.requestTimeoutMs} ms (frozen or stuck); the control channel is closed`))
+      }, this.requestTimeoutMs),
+    }
   }
 
   /**
@@ -458,6 +504,39 @@ export class ControlChannel {
   }
 
   /**
+   * {@link processTable} and {@link taggedProcesses} taken AFTER the call, shared by every
+   * caller of the same round: a call while no scan runs starts one at once; calls that arrive
+   * while a scan is in flight all wait for the next scan, which starts when that one ends, and
+   * one scan serves them all. Unlike {@link sharedSnapshot}, the answer never predates the
+   * call, so a teardown that signalled and then asks sees the effect of its own signal
+   * (rounds.ts).
+   *
+   * Why: a scan reads every `/proc/PID/stat` and greps every `/proc/PID/environ` (tens of ms
+   * with a few hundred processes), and a teardown ladder asks three or more times; 100
+   * terminals closed at once scanned one after another took 14.8 s (Docker) and 7.8 s (SSH)
+   * here (issue 21). Sharing rounds makes it a few scans in all.
+   * @throws ControlChannelError as {@link processTable}; every caller of the round gets it.
+   */
+  freshSnapshot(): Promise<ProcessSnapshot> {
+    return this.scanGroup?.ask() ?? this.freshScans.ask()
+  }
+
+  /**
+   * Share {@link freshSnapshot}'s rounds with the other channels of `group`: channels of one
+   * world and uid (an SSH pool's connections to one login) see the same process table, so one
+   * scan per round serves the terminals of them all.
+   */
+  joinScanGroup(group: ScanGroup): void {
+    this.scanGroup = group
+    group.add(this)
+  }
+
+  /** One scan, on this channel (see {@link ScanGroup}). */
+  scanNow(): Promise<ProcessSnapshot> {
+    return this.freshScans.ask()
+  }
+
+  /**
    * Register this control program as a live channel of `client` in the world's ownership
    * registry (`/tmp/dsh-remote-owners-UID`, mode 0700; see ownership.ts).
    * @returns undefined when registered, else why not (`dir`: the registry directory is not
@@ -512,30 +591,66 @@ export class ControlChannel {
 
   /**
    * Send `signal` to each process whose identity still matches.
-   * @returns per pid: `signalled`, `gone` (identity no longer alive) or `error`.
+   *
+   * Calls of one signal share batches (rounds.ts): while a `kill` of that signal is in flight,
+   * later calls join the next request, so 100 teardown ladders at once send a few requests per
+   * step instead of 100 one after another (issue 21). Each process is signalled at or after
+   * its call.
+   * @returns per pid of `members`: `signalled`, `gone` (identity no longer alive) or `error`.
    */
   async kill(signal: RemoteSignalName, members: readonly ProcessIdentity[]): Promise<Map<number, 'signalled' | 'gone' | 'error'>> {
-    const result = new Map<number, 'signalled' | 'gone' | 'error'>()
-    for (const batch of batches(members)) {
+    if (members.length === 0) return new Map()
+    let batcher = this.killBatches.get(signal)
+    if (batcher === undefined) {
+      batcher = new SharedBatches(items => this.killNow(signal, items))
+      this.killBatches.set(signal, batcher)
+    }
+    const all = await batcher.add(members)
+    return new Map(members.flatMap(member => {
+      const code = all.get(identityKey(member))
+      return code === undefined ? [] : [[member.pid, code] as const]
+    }))
+  }
+
+  /**
+   * One batch of {@link kill}: duplicates sent once, at most 200 identities a request.
+   * @returns per identity (`PID:START`; two callers may name one pid with different start
+   *   times), its outcome: the program answers in the order asked.
+   */
+  private async killNow(signal: RemoteSignalName, members: readonly ProcessIdentity[]): Promise<Map<string, 'signalled' | 'gone' | 'error'>> {
+    const result = new Map<string, 'signalled' | 'gone' | 'error'>()
+    for (const batch of batches(unique(members))) {
       const reply = await this.request('kill', [signal, ...batch.map(member => `${member.pid}:${member.starttime}`)])
-      if (reply[0] !== 'ok') throw this.unexpected('kill', reply)
-      for (const field of reply.slice(1)) {
+      if (reply[0] !== 'ok' || reply.length !== batch.length + 1) throw this.unexpected('kill', reply)
+      for (const [index, field] of reply.slice(1).entries()) {
         const [pid, code] = field.split(':')
-        result.set(Number(pid), code === 's' ? 'signalled' : code === 'g' ? 'gone' : 'error')
+        if (Number(pid) !== batch[index]!.pid) throw this.unexpected('kill', reply)
+        result.set(identityKey(batch[index]!), code === 's' ? 'signalled' : code === 'g' ? 'gone' : 'error')
       }
     }
     return result
   }
 
-  /** The subset of `members` that are alive and have SIGTERM in their ignored mask. */
+  /**
+   * The subset of `members` that are alive and have SIGTERM in their ignored mask. Calls share
+   * batches as {@link kill}'s do.
+   */
   async ignoringTerm(members: readonly ProcessIdentity[]): Promise<Set<number>> {
-    const ignoring = new Set<number>()
-    for (const batch of batches(members)) {
+    if (members.length === 0) return new Set()
+    const all = await this.ignoringBatches.add(members)
+    return new Set(members.filter(member => all.has(identityKey(member))).map(member => member.pid))
+  }
+
+  /** One batch of {@link ignoringTerm}: the identities (`PID:START`) alive and ignoring TERM. */
+  private async ignoringTermNow(members: readonly ProcessIdentity[]): Promise<Set<string>> {
+    const ignoring = new Set<string>()
+    for (const batch of batches(unique(members))) {
       const reply = await this.request('ignterm', batch.map(member => `${member.pid}:${member.starttime}`))
-      if (reply[0] !== 'ok') throw this.unexpected('ignterm', reply)
-      for (const field of reply.slice(1)) {
+      if (reply[0] !== 'ok' || reply.length !== batch.length + 1) throw this.unexpected('ignterm', reply)
+      for (const [index, field] of reply.slice(1).entries()) {
         const [pid, flag] = field.split(':')
-        if (flag === '1') ignoring.add(Number(pid))
+        if (Number(pid) !== batch[index]!.pid) throw this.unexpected('ignterm', reply)
+        if (flag === '1') ignoring.add(identityKey(batch[index]!))
       }
     }
     return ignoring
@@ -597,6 +712,7 @@ export class ControlChannel {
       }
       newline = this.buffered.indexOf('\n')
     }
+    this.armHeadTimer()
   }
 
   private fail(error: ControlChannelError): void {
@@ -604,6 +720,8 @@ export class ControlChannel {
     this.failure = error
     for (const waiter of this.pending.values()) waiter.reject(error)
     this.pending.clear()
+    if (this.headTimer !== undefined) clearTimeout(this.headTimer.timer)
+    this.headTimer = undefined
     // Not `this.queue.clear()`: p-queue drops cleared tasks without settling the promises
     // `add()` returned, so a request queued behind the one in flight hung forever (and with it
     // a terminate() waiting for in-flight probes). Queued tasks now run and reject at once.
@@ -626,6 +744,51 @@ function parseStatReply(reply: readonly string[]): RemoteProcStat | undefined {
   if (reply[0] !== 'ok' || reply.length !== 8) throw new ControlChannelError(`unexpected control reply to stat: ${JSON.stringify(reply.join(' '))}`)
   const [, state, ppid, pgrp, session, ttyNr, tpgid, starttime] = reply
   return { state: state!, ppid: Number(ppid), pgrp: Number(pgrp), session: Number(session), ttyNr: Number(ttyNr), tpgid: Number(tpgid), starttime: Number(starttime) }
+}
+
+/**
+ * Control channels of one world and uid that share {@link ControlChannel.freshSnapshot}'s
+ * rounds: each round scans on one live member (the next one when a member fails mid-scan).
+ */
+export class ScanGroup {
+  private readonly members = new Set<ControlChannel>()
+  private readonly rounds = new SharedRounds<ProcessSnapshot>(() => this.scan())
+
+  /** Add a channel; it leaves the group when it closes. */
+  add(channel: ControlChannel): void {
+    this.members.add(channel)
+    void channel.closed.then(() => this.members.delete(channel))
+  }
+
+  /** A snapshot taken at or after the call (see {@link ControlChannel.freshSnapshot}). */
+  ask(): Promise<ProcessSnapshot> {
+    return this.rounds.ask()
+  }
+
+  private async scan(): Promise<ProcessSnapshot> {
+    let failure: unknown = new ControlChannelError('no live control channel to read the process table')
+    for (const member of this.members) {
+      if (!member.alive) continue
+      try {
+        return await member.scanNow()
+      } catch (error) {
+        failure = error
+      }
+    }
+    throw failure
+  }
+}
+
+/** `PID:START`, the key of one identity. */
+function identityKey(identity: ProcessIdentity): string {
+  return `${identity.pid}:${identity.starttime}`
+}
+
+/** `members` without repeated identities, in first-seen order. */
+function unique(members: readonly ProcessIdentity[]): ProcessIdentity[] {
+  const seen = new Map<string, ProcessIdentity>()
+  for (const member of members) if (!seen.has(identityKey(member))) seen.set(identityKey(member), member)
+  return [...seen.values()]
 }
 
 /** Keep request lines short (the program splits them into positional parameters). */

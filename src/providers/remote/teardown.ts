@@ -65,7 +65,8 @@ export interface TerminateSessionOptions {
  * 1. SIGTERM then SIGCONT to every member (a stopped job cannot act on TERM until continued).
  * 2. Wait until all are gone, at most `graceMs`. The wait ends early once every survivor has
  *    SIGTERM in its ignored mask (`/proc/PID/status` SigIgn): interactive bash ignores TERM
- *    (bash(1), SIGNALS), so waiting out the grace for it proves nothing and costs 3 s.
+ *    (bash(1), SIGNALS), so waiting out the grace for it proves nothing and costs 3 s. When
+ *    every member signalled still lives and ignores TERM, it ends without another table scan.
  * 3. SIGKILL survivors and anything that joined meanwhile; wait at most `graceMs` more.
  * 4. Re-read the table: no non-zombie member may remain.
  *
@@ -74,7 +75,13 @@ export interface TerminateSessionOptions {
  * @throws ControlChannelError when the control channel fails mid-ladder.
  */
 export async function terminateSession(control: ControlChannel, shell: ProcessIdentity, options: TerminateSessionOptions): Promise<ProcessIdentity[]> {
-  const table = async (): Promise<RemoteProcess[]> => options.tag === undefined ? control.processTable() : markTagged(await control.processTable(), await control.taggedProcesses(), options.tag)
+  // A tagged session reads the table in shared rounds (ControlChannel.freshSnapshot): terminals
+  // closed at once all take each step on one scan, never on one scan each.
+  const table = async (): Promise<RemoteProcess[]> => {
+    if (options.tag === undefined) return control.processTable()
+    const { table: rows, tagged } = await control.freshSnapshot()
+    return markTagged(rows, tagged, options.tag)
+  }
   return terminateMembers(control, async known => sessionMembers(await table(), shell, [...(options.tracked ?? []), ...known]), options.graceMs)
 }
 
@@ -102,13 +109,19 @@ export async function terminateMembers(control: ControlChannel, collect: (known:
   await control.kill('CONT', alive)
 
   const termDeadline = Date.now() + graceMs
-  for (;;) {
-    alive = await members()
-    if (alive.length === 0) return [...signalled.values()]
-    if (Date.now() >= termDeadline) break
-    const ignoring = await control.ignoringTerm(alive)
-    if (alive.every(member => ignoring.has(member.pid))) break
-    await delay(POLL_MS)
+  // When every member signalled is alive and ignores TERM (an idle interactive bash, the
+  // commonest case), the grace proves nothing: go to KILL without another scan. A process
+  // that joined since is found by the KILL phase's scan, as any joiner is.
+  const ignoringAtOnce = await control.ignoringTerm(alive)
+  if (!alive.every(member => ignoringAtOnce.has(member.pid))) {
+    for (;;) {
+      alive = await members()
+      if (alive.length === 0) return [...signalled.values()]
+      if (Date.now() >= termDeadline) break
+      const ignoring = await control.ignoringTerm(alive)
+      if (alive.every(member => ignoring.has(member.pid))) break
+      await delay(POLL_MS)
+    }
   }
 
   const killDeadline = Date.now() + graceMs

@@ -106,8 +106,23 @@ export interface RemoteTerminalStart {
  *   must all pass through terminal-bash before the prompt can: at 64 KiB per chunk that took up
  *   to 1.8 s (p90) in Docker; at 1 MiB, measured 0.2 s. A backlog arrives as back-to-back
  *   socket reads, so the bound fills at once; a trickle still flushes at the 2 ms timer.
+ *
+ * It is also the high-water mark of the flow control (issue 21): a handle holding this much
+ * pauses its transport and hands the chunk over at the next event-loop turn, so a flood is
+ * read only as fast as it is consumed, and other terminals' output and the control channel's
+ * replies get their turn in between. With 20 terminals flooding, a cancel came back after
+ * 38 s (Docker) and 28 s (SSH) before; measured at this bound 5 s, at 256 KiB 7.3 s and at
+ * 64 KiB 8.7 s (terminal-bash takes fewer bytes a second in smaller chunks), so the drain after
+ * the SIGINT, not the bound, sets that time.
  */
 export const OUTPUT_COALESCE_BYTES = 1024 * 1024
+/**
+ * Output handed to `output` that its reader has not taken yet, above which the transport
+ * pauses until the reader drains it (bytes; `output`'s highWaterMark). A reader on 'data'
+ * (terminal-bash) takes each chunk as it is written, so only a paused or asynchronous reader
+ * ever holds it.
+ */
+export const OUTPUT_READER_HIGH_WATER_BYTES = 1024 * 1024
 /** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
 export const OUTPUT_COALESCE_MS = 2
 
@@ -123,6 +138,20 @@ const FIRST_READ_PROBE_MS = 10
 
 /** terminal-bash's prompt marker (OSC 133 ; D), printed before each prompt of both its dialects. */
 const PROMPT_MARKER = Buffer.from('\x1b]133;D')
+
+/**
+ * How long the output must be quiet after a prompt marker before the handle warms the
+ * foreground probe (ms): long enough for the shell to print its prompt and block in its read,
+ * far below terminal-bash's 50 ms polls.
+ *
+ * Why warm it: the first probe of a new blocked read costs a fork in the world (control.sh
+ * `readset` reads the select/poll fd set with `dd`: ~3 ms here, against ~2 ms for a probe
+ * answered from the memo), and repeated probes of the same read are answered from control.sh's
+ * memo. One probe in the quiet after the prompt moves that fork off the path of the probe that
+ * settles the send; with 100 terminals each probed once in turn, every probe was a first one
+ * (2.3-2.8x the probe of a terminal probed before; issue 21).
+ */
+const WARM_PROBE_QUIET_MS = 10
 
 /** The window sizes {@link RemoteTerminalHandle.resize} accepts, [min, max] in character cells. */
 export const TERMINAL_SIZE_LIMITS = { rows: [1, 1000], cols: [2, 1000] } as const
@@ -259,7 +288,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   readonly identity: ProcessIdentity
   /** The terminal session's leader (the start wrapper's process, a wrapper's when wrapped): teardown ends its session. */
   readonly session: ProcessIdentity
-  readonly output = new PassThrough()
+  readonly output = new PassThrough({ highWaterMark: OUTPUT_READER_HIGH_WATER_BYTES })
   readonly done: Promise<SubprocessOutcome>
   private readonly transport: TerminalTransport
   private readonly start: RemoteTerminalStart
@@ -276,6 +305,12 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
+  /** A flush at the next event-loop turn, scheduled when {@link pendingBytes} reached the high-water mark. */
+  private flushSoon: NodeJS.Immediate | undefined
+  /** Flow control: why the transport's output is paused (any of the three pauses it, until terminate). */
+  private holdingFull = false
+  private readerBehind = false
+  private emulatorBehind = false
   /** Input written before the program first read the terminal waits for this (see write). */
   private firstRead: Promise<void> | undefined
   private readFirst = false
@@ -283,6 +318,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private promptSeen = false
   /** When the last output chunk arrived (performance.now() ms). */
   private lastOutputAt = performance.now()
+  /** The warm-up probe after a prompt marker, scheduled (see {@link WARM_PROBE_QUIET_MS}). */
+  private warmTimer: NodeJS.Timeout | undefined
+  /** Foreground probes of the caller in flight (a warm-up is needless while one runs). */
+  private probing = 0
   /** The terminal emulator, when the start asked for one. */
   private readonly emulator: TerminalEmulator | undefined
   /** Drops a harness's second answer to a query the emulator answered (emulator/reply-guard.ts). */
@@ -316,11 +355,12 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       },
       onPrompt: () => this.replies.prompt(),
       onBackpressure: paused => {
-        if (paused) transport.output.pause()
-        else transport.output.resume()
+        this.emulatorBehind = paused
+        this.updateSource()
       },
     })
     if (rest.length > 0) {
+      this.notePrompt(rest)
       this.emulator?.write(rest)
       this.output.write(rest)
     }
@@ -331,6 +371,12 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       outputEnded.resolve()
     }
     transport.output.on('data', (chunk: Buffer) => this.hold(chunk))
+    // A reader of `output` that stopped taking (paused, or reading asynchronously) holds the
+    // transport paused until it took what it has (see flush).
+    this.output.on('drain', () => {
+      this.readerBehind = false
+      this.updateSource()
+    })
     transport.output.once('end', ended)
     transport.output.once('close', ended)
     transport.output.once('error', ended)
@@ -436,13 +482,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** @inheritdoc */
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
+    this.probing += 1
     return this.track(this.withControl(control => control.foreground(this.identity)).then(facts => {
       // What the program printed before it blocked reading must reach the reader of `output`
       // before the probe that proves the read: hand over what the coalescing holds.
       this.flush()
       if (facts === undefined || facts.tpgid <= 0) return undefined
       return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
-    }))
+    }).finally(() => { this.probing -= 1 }))
   }
 
   /**
@@ -481,6 +528,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   }
 
   private async terminateOnce(): Promise<void> {
+    this.updateSource()
     await Promise.allSettled([...this.inflight])
     const graceMs = this.start.spec.graceMs
     try {
@@ -519,23 +567,73 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     }
   }
 
-  /** Hold a transport chunk for coalescing; flush at the size bound or after the short delay. */
+  /**
+   * Hold a transport chunk for coalescing; flush after the short delay, or at the high-water
+   * mark ({@link OUTPUT_COALESCE_BYTES}): then the transport pauses and the flush runs at the
+   * next event-loop turn (see {@link OUTPUT_COALESCE_BYTES} for why).
+   */
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
     this.lastOutputAt = performance.now()
-    // Only until first seen; a marker split across two chunks is caught by a later prompt.
-    if (!this.promptSeen && chunk.includes(PROMPT_MARKER)) this.promptSeen = true
+    this.notePrompt(chunk)
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
-    if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) this.flush()
-    else this.flushTimer ??= setTimeout(() => this.flush(), OUTPUT_COALESCE_MS)
+    if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) {
+      if (!this.holdingFull) {
+        this.holdingFull = true
+        this.updateSource()
+      }
+      this.flushSoon ??= setImmediate(() => this.flush())
+    } else this.flushTimer ??= setTimeout(() => this.flush(), OUTPUT_COALESCE_MS)
   }
 
-  /** Write every held chunk to `output` as one chunk, in order. */
+  /**
+   * Pause the transport's output while the handle holds a full chunk, the reader of `output`
+   * has not taken the last one, or the emulator is behind; resume it when none is so. A paused
+   * transport stops reading its socket or channel, so the world's PTY fills and the program
+   * waits in write(2): nothing is dropped, and what is in flight stays bounded.
+   */
+  private updateSource(): void {
+    const source = this.transport.output
+    // Once terminating, the rest flows: the program is being ended, and its transport must
+    // reach its end (which `done` waits for) whether or not anyone reads `output`.
+    if (!this.closing && (this.holdingFull || this.readerBehind || this.emulatorBehind)) source.pause()
+    else if (!this.exited) source.resume()
+  }
+
+  /** Note a prompt marker in `chunk` (a marker split across two chunks is caught by a later prompt). */
+  private notePrompt(chunk: Buffer): void {
+    if (!chunk.includes(PROMPT_MARKER)) return
+    this.promptSeen = true
+    this.warmTimer ??= setTimeout(() => this.warmProbe(), WARM_PROBE_QUIET_MS)
+  }
+
+  /**
+   * Probe the foreground once the output is quiet after a prompt, so that control.sh memoises
+   * the shell's new blocked read (see {@link WARM_PROBE_QUIET_MS}). The answer is dropped: it
+   * reaches neither the caller nor the input-wait observer. Nothing when a probe of the caller
+   * runs (it warms the memo itself), the terminal is closing, or the control channel fails.
+   */
+  private warmProbe(): void {
+    this.warmTimer = undefined
+    if (this.exited || this.closing || this.probing > 0) return
+    const quietFor = performance.now() - this.lastOutputAt
+    if (quietFor < WARM_PROBE_QUIET_MS) {
+      this.warmTimer = setTimeout(() => this.warmProbe(), WARM_PROBE_QUIET_MS - quietFor)
+      return
+    }
+    this.track(this.control.foreground(this.identity)).catch(() => undefined)
+  }
+
+  /** Write every held chunk to `output` as one chunk, in order; then let the transport go on (see {@link updateSource}). */
   private flush(): void {
     if (this.flushTimer !== undefined) {
       clearTimeout(this.flushTimer)
       this.flushTimer = undefined
+    }
+    if (this.flushSoon !== undefined) {
+      clearImmediate(this.flushSoon)
+      this.flushSoon = undefined
     }
     if (this.pending.length === 0) return
     const data = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes)
@@ -543,11 +641,18 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.pendingBytes = 0
     this.emulator?.write(data)
     // Bytes arriving after `output` ended (a transport closed by terminate) have no reader.
-    if (!this.output.writableEnded) this.output.write(data)
+    // false: the reader holds more than `output`'s high-water mark unread ('drain' resumes).
+    if (!this.output.writableEnded && !this.output.write(data)) this.readerBehind = true
+    if (this.holdingFull || this.readerBehind) {
+      this.holdingFull = false
+      this.updateSource()
+    }
   }
 
   /** Deliver what is held, then end `output` (idempotent). */
   private endOutput(): void {
+    if (this.warmTimer !== undefined) clearTimeout(this.warmTimer)
+    this.warmTimer = undefined
     this.flush()
     if (!this.output.writableEnded) this.output.end()
   }

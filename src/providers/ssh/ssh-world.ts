@@ -14,7 +14,7 @@
 import { PassThrough } from 'node:stream'
 import PQueue from 'p-queue'
 import type { Client } from 'ssh2'
-import { ControlChannel } from '../remote/control-channel.ts'
+import { ControlChannel, ScanGroup } from '../remote/control-channel.ts'
 import { TransportError, WorldClosedError } from '../remote/errors.ts'
 import type { SessionOwnership } from '../remote/ownership.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
@@ -201,6 +201,11 @@ export class SshWorld {
   readonly options: SshWorldOptions
   private readonly entries = new Set<PoolEntry>()
   private readonly connects: PQueue
+  /**
+   * Every connection logs in as the same user on the same host, so their control channels see
+   * one process table: teardowns on all of them share one scan per round (control-channel.ts).
+   */
+  private readonly scanGroup = new ScanGroup()
   private opened = 0
   private disposed = false
   /**
@@ -335,6 +340,7 @@ export class SshWorld {
       return SshConnection.open(this.options, () => this.onConnectionClosed(entry))
     }, { throwOnTimeout: true }).then(connection => {
       entry.connection = connection
+      connection.control.joinScanGroup(this.scanGroup)
       if (this.disposed) connection.close()
       return connection
     }, (error: unknown) => {
