@@ -9,7 +9,7 @@ import type { SubprocessHandle, SubprocessSpawnSpec } from '@deepseek-ai/dsh-sub
 import type Docker from 'dockerode'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { type ContainerProcess, containerProcesses, isDead, startTestContainer, waitFor } from './helpers.ts'
+import { type ContainerProcess, containerProcesses, execsStarted, isDead, startTestContainer, waitFor } from './helpers.ts'
 
 let container: Docker.Container
 
@@ -35,6 +35,11 @@ async function pooledIn(containerId: string, kind: 'dsh-launcher' | 'dsh-standby
 /** Live pooled execs in the file's container. */
 function pooled(kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
   return pooledIn(container.id, kind)
+}
+
+/** Whether the world's engine-event watch (state-watch.ts) lets pooled execs take a spec. */
+async function watchUsable(runtime: DockerSubprocessRuntime): Promise<boolean> {
+  return (await runtime.world() as unknown as { stateWatch: { usable: boolean } }).stateWatch.usable
 }
 
 function spec(script: string, overrides: Partial<SubprocessSpawnSpec> = {}): SubprocessSpawnSpec {
@@ -69,7 +74,8 @@ describe('spawns on the pool\'s launchers in the docker world, as agent', () => 
   it('a background child that holds stdout past the grace never writes into the next spawn\'s output', async () => {
     const fixture = await runtimeFor()
     try {
-      const first = await run(fixture.runtime, '(sleep 1; echo late-from-first) & echo early', { graceMs: 100 })
+      // `early` is written before the background child starts, so it is the only line in time.
+      const first = await run(fixture.runtime, 'echo early; (sleep 1; echo late-from-first) &', { graceMs: 100 })
       expect(first.stdout).toBe('early\n')
       expect(first.outcome).toEqual({ exitCode: 0, signal: null })
       const seconds: string[] = []
@@ -88,7 +94,8 @@ describe('spawns on the pool\'s launchers in the docker world, as agent', () => 
     try {
       const results = await Promise.all(Array.from({ length: 12 }, (_, index) => run(fixture.runtime, `sleep 0.2; echo ${index}; exit ${index % 4}`)))
       expect(results.map(result => [result.stdout, result.outcome])).toEqual(Array.from({ length: 12 }, (_, index) => [`${index}\n`, { exitCode: index % 4, signal: null }]))
-      expect((await pooled('dsh-launcher')).length).toBe(8)
+      // The four past the limit are retired: their socket closes and each exits a moment later.
+      expect((await waitFor(() => pooled('dsh-launcher'), rows => rows.length === 8)).length).toBe(8)
     } finally {
       await fixture.dispose()
     }
@@ -127,10 +134,14 @@ describe('a paused container in the docker world, as agent', () => {
       // wedges for good when a container is paused while an exec of it is starting (its unpause
       // never returns; reproduced with a plain dockerode exec), whoever starts the exec.
       await waitFor(() => pooledIn(paused.id, 'dsh-standby'), rows => rows.length === 1)
+      await execsStarted(paused.id)
+      // A margin for the engine's own bookkeeping after the exec's process started (its bug, not
+      // a fact this test asserts).
       await new Promise(resolve => setTimeout(resolve, 200))
       await paused.pause()
-      // The engine's pause event reaches the world's watch (state-watch.ts) within moments.
-      await new Promise(resolve => setTimeout(resolve, 300))
+      // The engine's pause event reaches the world's watch (state-watch.ts) a moment later: the
+      // spawn below is made once the watch saw it (when is not promised).
+      await waitFor(() => watchUsable(runtime), usable => !usable)
       const spawned = runtime.spawn(spec('echo late-run >/tmp/late-run; echo ran'))
       spawned.stdout?.resume()
       spawned.stderr?.resume()
@@ -139,7 +150,7 @@ describe('a paused container in the docker world, as agent', () => {
       const terminalError = await runtime.spawnTerminal({ argv: ['/bin/sh'], cwd: '/tmp', env: {}, rows: 24, cols: 80, graceMs: 500 }).then(() => undefined, (error: unknown) => error)
       expect((terminalError as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
       await paused.unpause()
-      await new Promise(resolve => setTimeout(resolve, 300))
+      await waitFor(() => watchUsable(runtime), usable => usable)
       // Nothing handed over while paused ran after the unpause.
       const after = await run(runtime, 'test -e /tmp/late-run && echo late || echo never')
       expect(after.stdout).toBe('never\n')
@@ -179,7 +190,8 @@ describe('terminals on the pool\'s standby in the docker world, as agent', () =>
       handle.output.resume()
       const settings = await ask(handle, 'echo "stty=$(stty -g)"\r', /stty=\S+\r?\n/)
       expect(/stty=(\S+)\r?\n/.exec(settings)?.[1]).toBe(text.trim())
-      const odd = await ask(handle, 'printf "%s" "$ODD" | od -An -c | tr -s " "; echo end\r', /end\r?\n/)
+      // `end` on a line of its own: the tty's echo of the command line ends with `echo end` too.
+      const odd = await ask(handle, 'printf "%s" "$ODD" | od -An -c | tr -s " "; echo end\r', /(?:^|\n)end\r?\n/)
       expect(odd).toContain(' a 003 b 004 c 177 d 033 e')
       await handle.terminate()
     } finally {

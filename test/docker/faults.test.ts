@@ -25,7 +25,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
-import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, hangGuard, startTestContainer, settleState, terminalLeftovers, waitFor } from './helpers.ts'
+import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, execsStarted, hangGuard, startTestContainer, settleState, terminalLeftovers, waitFor } from './helpers.ts'
 
 /** A runtime registered in its own cordis context, as a composition would load it. */
 interface RuntimeFixture {
@@ -113,7 +113,8 @@ describe('typed errors of the Docker world', () => {
   })
 
   it('an unknown image for a managed world: TargetNotFoundError, and no container is left behind', async () => {
-    const labelled = async (): Promise<number> => (await docker.listContainers({ all: true, filters: { label: [`${MANAGED_LABEL}=true`], ancestor: [] } })).length
+    // Of this image only: other test runs on this engine may make managed containers meanwhile.
+    const labelled = async (): Promise<string[]> => (await docker.listContainers({ all: true, filters: { label: [`${MANAGED_LABEL}=true`] } })).filter(info => info.Image === 'dsh-remote-worlds/no-such-image:missing').map(info => info.Id)
     const before = await labelled()
     const fixture = await runtimeFor({ image: 'dsh-remote-worlds/no-such-image:missing' })
     try {
@@ -122,7 +123,7 @@ describe('typed errors of the Docker world', () => {
     } finally {
       await fixture.dispose()
     }
-    expect(await labelled()).toBe(before)
+    expect(await labelled()).toEqual(before)
   })
 
   it('a stopped container: TargetNotRunningError (TARGET_NOT_RUNNING); a paused one too', async () => {
@@ -317,6 +318,16 @@ describe('the container paused while a terminal is live', () => {
   // Not the container's own `sleep infinity`.
   const SLEEP = 'sleep 20'
 
+  /**
+   * Pause once the pool's next standby (started 250 ms after the terminal took one) runs and no
+   * exec of the container is still starting: the engine wedges when a pause meets a starting exec.
+   */
+  async function pauseWhenNoExecStarts(id: string): Promise<void> {
+    await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')), found => found)
+    await execsStarted(id)
+    await docker.getContainer(id).pause()
+  }
+
   /** A container this test may pause (attached, so the runtime never removes it). */
   async function pausable(): Promise<string> {
     const container = await startTestContainer()
@@ -332,7 +343,7 @@ describe('the container paused while a terminal is live', () => {
       await outputUntil(handle, 'ps1> ')
       await handle.write(`${SLEEP}\n`)
       await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
-      await docker.getContainer(id).pause()
+      await pauseWhenNoExecStarts(id)
 
       // The frozen control program does not answer: the request times out and fails the channel;
       // the probe's retry on a fresh channel finds out why, and says so.
@@ -369,7 +380,7 @@ describe('the container paused while a terminal is live', () => {
       const operation = shell.startSend(SLEEP)
       await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
       shellPid = (await containerProcesses(id)).find(row => row.cmdline === SLEEP)!.session
-      await docker.getContainer(id).pause()
+      await pauseWhenNoExecStarts(id)
       const outcome = await hangGuard(operation.done.then(result => ({ result }), (error: unknown) => ({ error })), 30_000, 'send while paused')
       // The send's foreground probe timed out and its retry found the container paused: the
       // send rejects with that failure.

@@ -14,16 +14,26 @@ const BASH = { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', 
 let runtime: DockerSubprocessRuntime
 let terminal: SubprocessTerminalHandle
 
-/** Poll until the foreground group is not the shell's; return the facts seen over `ms`. */
-async function factsWhileForeground(ms: number): Promise<{ pgid: number; waiting: boolean }[]> {
+/**
+ * Poll the foreground facts until `done(seen)` holds for those of a group other than the shell's
+ * (or the hang guard expires); returns them. How many polls fit in a while is the machine's.
+ */
+async function factsUntil(done: (seen: readonly { pgid: number; waiting: boolean }[], shellAgain: boolean) => boolean, guardMs = 10_000): Promise<{ pgid: number; waiting: boolean }[]> {
   const seen: { pgid: number; waiting: boolean }[] = []
-  const deadline = Date.now() + ms
+  const deadline = Date.now() + guardMs
   while (Date.now() < deadline) {
     const facts = await terminal.inspectForeground()
-    if (facts !== undefined && facts.processGroupId !== terminal.pid) seen.push({ pgid: facts.processGroupId, waiting: facts.inputWaiting })
+    const shellAgain = facts?.processGroupId === terminal.pid
+    if (facts !== undefined && !shellAgain) seen.push({ pgid: facts.processGroupId, waiting: facts.inputWaiting })
+    if (done(seen, shellAgain)) break
     await delay(20)
   }
   return seen
+}
+
+/** Wait until the shell's group is the foreground again (the job it ran ended). */
+async function shellForeground(): Promise<void> {
+  await factsUntil((_seen, shellAgain) => shellAgain)
 }
 
 beforeAll(async () => {
@@ -39,24 +49,24 @@ afterAll(async () => {
 describe('inspectForeground in the Docker world', () => {
   it('never reports a pipeline stage reading a pipe as waiting for terminal input', async () => {
     await terminal.write('sleep 1.5 | sort\r')
-    const seen = await factsWhileForeground(1_000)
-    expect(seen.length).toBeGreaterThan(10)
+    // Every probe of the pipeline's whole life, until the shell is foreground again.
+    const seen = await factsUntil((facts, shellAgain) => facts.length > 0 && shellAgain)
+    expect(seen.length).toBeGreaterThan(0)
     expect(seen.filter(facts => facts.waiting)).toEqual([])
-    await delay(800)
   })
 
   it('proves cat blocked reading the terminal, in its own foreground group', async () => {
     await terminal.write('cat\r')
-    const seen = await factsWhileForeground(600)
-    expect(seen.length).toBeGreaterThan(5)
+    const seen = await factsUntil(facts => facts.at(-1)?.waiting === true)
     expect(seen.at(-1)!.waiting).toBe(true)
     expect(seen.at(-1)!.pgid).not.toBe(terminal.pid)
     expect(await terminal.signalForeground('SIGINT')).toBe(seen.at(-1)!.pgid)
+    await shellForeground()
   })
 
   it('proves the last stage of a pipeline that reads the terminal (cat | sort) as waiting', async () => {
     await terminal.write('cat | sort\r')
-    const seen = await factsWhileForeground(600)
+    const seen = await factsUntil(facts => facts.at(-1)?.waiting === true)
     expect(seen.at(-1)!.waiting).toBe(true)
     await terminal.signalForeground('SIGINT')
   })

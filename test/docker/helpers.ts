@@ -222,3 +222,18 @@ export async function settleState(promise: Promise<unknown>, ms: number): Promis
     delay(ms).then(() => 'pending' as const),
   ])
 }
+
+/**
+ * Wait until no exec of the container is starting: every exec the engine lists has either ended
+ * or runs with its process started (ExecInspect `Pid`). Docker 20.10 (Debian's docker.io)
+ * wedges for good when a container is paused while one of its execs starts (docs/how-it-works.md,
+ * exec pool limits), so a test pauses a container only after this.
+ */
+export async function execsStarted(containerId: string, guardMs = 10_000): Promise<void> {
+  const starting = async (): Promise<string[]> => {
+    const info = await docker.getContainer(containerId).inspect()
+    const execs = await Promise.all((info.ExecIDs ?? []).map(id => docker.getExec(id).inspect().catch(() => undefined)))
+    return execs.flatMap(exec => exec !== undefined && exec.Running && !(exec.Pid > 0) ? [exec.ID] : [])
+  }
+  expect(await waitFor(starting, ids => ids.length === 0, guardMs), 'execs still starting').toEqual([])
+}

@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { type RemoteWorld, type TerminalTuning, openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { DockerWorld, MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
+import { manyTerminalCases } from '../helpers/many-terminal-cases.ts'
 import { AMBIENT_FOR_SCRUB_TEST, realShellCases } from '../helpers/real-shell-cases.ts'
 import { IMAGE, UPSTREAM_TUNING, USERS, containerProcesses, docker, execIn } from './helpers.ts'
 
@@ -52,6 +53,12 @@ async function harness(user: string, timing: Pick<TerminalTuning, 'idleSilenceMs
 
 describe.each(USERS)('terminal-bash real shell in a Docker container as $label', ({ user, uid }) => {
   realShellCases({ containerId: () => shared.containerId, workspace: WORKSPACE, harness }, user, uid)
+})
+
+// Issue 21: many terminals at once, floods under flow control (one user: the cases are about
+// the control channel and the transports, not about who runs the shell).
+describe('many terminals and output floods in a Docker container as agent', () => {
+  manyTerminalCases({ containerId: () => shared.containerId, workspace: WORKSPACE, harness }, 'agent')
 })
 
 describe('a managed world composed by openWorld', () => {

@@ -9,6 +9,7 @@
 import { expect, it } from 'vitest'
 import type { RemoteWorld, TimedSendResult, WorldTerminal } from '../../src/backend/world.ts'
 import { sessionLeftovers } from '../../src/cli/run.ts'
+import { waitForOutput } from '../docker/helpers.ts'
 
 /** Opens a composed world whose terminals run pwsh (the caller disposes it). */
 export type OpenPwshWorld = () => Promise<RemoteWorld>
@@ -87,7 +88,9 @@ export function pwshCases(open: OpenPwshWorld): void {
 
   withTerminal('Start-Sleep 30 cancelled returns to the prompt by a real SIGINT to the foreground group', async terminal => {
     const sleeping = terminal.startSend('Start-Sleep 30')
-    await new Promise(resolve => setTimeout(resolve, 500))
+    // PSReadLine ends the line it accepted with a newline: Start-Sleep runs then, not before (a
+    // SIGINT while the line is still being typed would cancel the line instead).
+    await waitForOutput(sleeping, 'Start-Sleep 30\n', 15_000)
     expect(sleeping.cancel()).toBe(true)
     // At the prompt: Start-Sleep would have kept the send to the 30 s timeout otherwise.
     expect((await sleeping.done).waitReason).toBe('stdin_read')

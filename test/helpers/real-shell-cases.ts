@@ -143,7 +143,7 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
     })
     await background.done
     const readPid = async (): Promise<number> => Number((await execIn(world.containerId(), ['cat', pidFile])).stdout || 0)
-    const childPid = await waitFor(readPid, value => value > 0, 2_000, 10)
+    const childPid = await waitFor(readPid, value => value > 0, 10_000, 10)
     expect(childPid, ctx.terminals.read(agent, created.sessionId, { offset: 0, count: 100 }).text).toBeGreaterThan(0)
     expect(await aliveInContainer(world.containerId(), childPid)).toBe(true)
     // It really is in the shell's session, disowned (not a job), TERM ignored.
@@ -221,8 +221,12 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
     const kids = /KIDS=(\d+),(\d+),(\d+)/.exec(started.viewport)
     expect(kids, started.viewport).not.toBeNull()
     const pids = kids!.slice(1, 4).map(Number)
-    const table = await containerProcesses(world.containerId())
-    expect(pids.map(pid => table.find(row => row.pid === pid)?.state)).toEqual(['S', 'T', 'T'])
+    // C stops itself once it runs, and A sleeps once it waits for its sleep: when, the machine says.
+    const states = await waitFor(async () => {
+      const table = await containerProcesses(world.containerId())
+      return pids.map(pid => table.find(row => row.pid === pid)?.state)
+    }, found => found.join() === 'S,T,T')
+    expect(states).toEqual(['S', 'T', 'T'])
     await ctx.terminals.kill(agent, created.sessionId)
     for (const pid of pids) expect(await aliveInContainer(world.containerId(), pid)).toBe(false)
     expect(await terminalLeftovers(world.containerId(), shellPid, pids)).toEqual([])

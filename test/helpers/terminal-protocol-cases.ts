@@ -12,6 +12,7 @@ import type { TerminalScreen } from '../../src/emulator/screen.ts'
 import type { TerminalEmulatorSettings } from '../../src/emulator/settings.ts'
 import { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
 import type { RemoteTerminalHandle } from '../../src/providers/remote/terminal.ts'
+import { waitFor } from '../docker/helpers.ts'
 
 /**
  * Opens a composed world with 24x160 terminals (the width is terminal-bash's default; at TERM=dumb
@@ -44,7 +45,11 @@ async function run(terminal: WorldTerminal, text: string): Promise<string[]> {
   return printed(await expectStdinRead(terminal, text), text)
 }
 
-/** Poll the screen (every 20 ms, at most 5 s) until `done` holds; returns that screen. */
+/**
+ * Poll the screen (every 20 ms, at most 5 s) until `done` holds; returns that screen. A send that
+ * settles on a program's proven terminal read learns of the read over the control channel,
+ * while what the program drew before it travels the PTY's stream: it may arrive a moment later.
+ */
 async function screenWhen(terminal: WorldTerminal, done: (screen: TerminalScreen) => boolean): Promise<TerminalScreen> {
   let screen = await terminal.screen()
   for (let i = 0; i < 250 && !done(screen); i++) {
@@ -174,15 +179,15 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
   withTerminal('without an emulator, screen() fails with SCREEN_UNAVAILABLE and nothing answers', async terminal => {
     await expect(terminal.screen()).rejects.toMatchObject({ name: 'ScreenUnavailableError', code: 'SCREEN_UNAVAILABLE' })
     await expectStdinRead(terminal, `printf '\\033[6n'; read -t 1 -rs -d R pos; echo "status-$?"`)
-    await new Promise(resolve => setTimeout(resolve, 1500))
-    expect(terminal.read(0, 50).text).toContain('status-142')
+    // The read times out after its 1 s, then the status arrives (when, the machine says).
+    expect(await waitFor(() => terminal.read(0, 50).text, text => text.includes('status-142'))).toContain('status-142')
   }, { emulator: false })
 
   withTerminal('less on a 100-line file shows lines 1..rows-1 and its prompt, on the alternate screen', async terminal => {
     await expectStdinRead(terminal, 'seq 1 100 > lines.txt')
     // terminal-bash sets TERM=dumb (line-oriented output); a full-screen program draws with a real TERM.
     await expectStdinRead(terminal, 'TERM=xterm-256color less lines.txt')
-    const screen = await terminal.screen()
+    const screen = await screenWhen(terminal, current => current.lines[23] === 'lines.txt')
     expect(screen).toEqual({
       rows: 24,
       cols: 160,
@@ -191,7 +196,7 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
       lines: [...Array.from({ length: 23 }, (_, i) => String(i + 1)), 'lines.txt'],
     })
     await expectStdinRead(terminal, 'q', { submit: false })
-    expect((await terminal.screen()).altScreen).toBe(false)
+    expect((await screenWhen(terminal, current => !current.altScreen)).altScreen).toBe(false)
   })
 
   withTerminal('a resize while less shows the alternate screen redraws it at the new size', async terminal => {
@@ -213,7 +218,7 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
   withTerminal('a wide character and a cursor move: printf \'\\033[H\\033[2J✅ab\\033[1;3HZ\' shows ✅Zb on row 1', async terminal => {
     // The read keeps the prompt from drawing over the row while the screen is read.
     await expectStdinRead(terminal, `printf '\\033[H\\033[2J✅ab\\033[1;3HZ'; read -rs _`)
-    const screen = await terminal.screen()
+    const screen = await screenWhen(terminal, current => current.lines[0] === '✅Zb')
     expect(screen.lines[0]).toBe('✅Zb')
     expect(screen.lines.slice(1)).toEqual(Array.from({ length: 23 }, () => ''))
     expect(screen.cursor).toEqual({ row: 0, col: 3 })
@@ -223,7 +228,7 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
   withTerminal('alternate screen, program killed with SIGKILL: altScreen stays true; rmcup brings back the intact normal buffer, reset clears it', async terminal => {
     await expectStdinRead(terminal, 'echo normal-marker')
     await expectStdinRead(terminal, `bash -c 'printf "\\033[?1049h\\033[Hin-alt"; read x'`)
-    expect(await terminal.screen()).toMatchObject({ altScreen: true, lines: expect.arrayContaining(['in-alt']) })
+    expect(await screenWhen(terminal, current => current.altScreen && current.lines.includes('in-alt'))).toMatchObject({ altScreen: true, lines: expect.arrayContaining(['in-alt']) })
     expect((await terminal.signal('SIGKILL')).delivered).toBe(true)
     await expectStdinRead(terminal, '')
     // The stdin-wait proof travels the control channel, bash's `Killed` the PTY's stream: under
@@ -262,12 +267,12 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
 
   withTerminal('vim (vim-tiny) draws its screen, and keys typed into it edit the file', async terminal => {
     await expectStdinRead(terminal, 'TERM=xterm-256color vi -u NONE notes.txt')
-    const screen = await terminal.screen()
+    const screen = await screenWhen(terminal, current => /^"notes.txt" \[New( File)?\]/.test(current.lines[23] ?? ''))
     expect(screen.altScreen).toBe(true)
     expect(screen.lines.slice(1, 23)).toEqual(Array.from({ length: 22 }, () => '~'))
     expect(screen.lines[23]).toMatch(/^"notes.txt" \[New( File)?\]/)
     await expectStdinRead(terminal, 'ihello from vim\x1b:wq\r', { submit: false })
-    expect((await terminal.screen()).altScreen).toBe(false)
+    expect((await screenWhen(terminal, current => !current.altScreen)).altScreen).toBe(false)
     expect(await run(terminal, 'cat notes.txt')).toEqual(['hello from vim'])
   })
 

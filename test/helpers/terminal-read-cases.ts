@@ -107,9 +107,11 @@ export function terminalReadCases(open: OpenTestWorld): void {
   })
 
   withTerminal('sleep, a pipe reader, a socket reader and a reader of ANOTHER tty are never proven waiting', async terminal => {
+    // Each runs far past the 3 s silence settle, until the SIGINT: a `sleep 3.5` may end first on
+    // a loaded machine, and its prompt then settles the send.
     for (const text of [
-      'sleep 3.5',
-      'sleep 3.5 | sort',
+      'sleep 30',
+      'sleep 30 | sort',
       `python3 -c 'import socket; a, b = socket.socketpair(); a.recv(1)'`,
       `python3 -c 'import os, pty; master, slave = pty.openpty(); os.read(slave, 1)'`,
     ]) {

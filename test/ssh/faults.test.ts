@@ -250,7 +250,9 @@ async function lostConnection(lose: () => Promise<void>, restore: () => Promise<
     expect(await hangGuard(done, 15_000, 'done')).toBeInstanceOf(TransportError)
     await hangGuard(outputEnded, 15_000, 'output end')
     if (process.env.DSH_TEST_TIMINGS === '1') console.log(`lost connection: send settled after ${Math.round(sendMs)} ms, output ended after ${Math.round(performance.now() - lostAt)} ms`)
-    expect(terminal.status()).toEqual({ kind: 'exited', exitCode: null, signal: null })
+    // The send may have failed first on the control channel: the shell's own PTY channel, on the
+    // same lost connection, reports its end a moment later.
+    expect(await waitFor(() => terminal.status(), status => status.kind === 'exited', 15_000)).toEqual({ kind: 'exited', exitCode: null, signal: null })
     await restore()
 
     // The next terminal on the same target reconnects.

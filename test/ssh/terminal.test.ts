@@ -8,7 +8,8 @@ import { afterAll, afterEach, beforeAll, describe, expect } from 'vitest'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { UPSTREAM_TUNING, USERS, execIn } from '../docker/helpers.ts'
-import { AMBIENT_FOR_SCRUB_TEST, realShellCases } from '../helpers/real-shell-cases.ts'
+import { manyTerminalCases } from '../helpers/many-terminal-cases.ts'
+import { AMBIENT_FOR_SCRUB_TEST, type RealShellWorld, realShellCases } from '../helpers/real-shell-cases.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
 
 /** Workspace root on the SSH host (absent on the test machine, so no local realpath applies). */
@@ -31,19 +32,28 @@ afterEach(async () => {
   for (const world of worlds.splice(0)) await world.dispose()
 })
 
+/** The SSH world as the shared cases see it: a fresh composition per test, as upstream's harness(). */
+const sshWorld: RealShellWorld = {
+  containerId: () => sshd.containerId,
+  workspace: WORKSPACE,
+  harness: async (login, timing = {}) => {
+    const world = await openWorld({
+      runtime: SshSubprocessRuntime,
+      runtimeConfig: { target: `${login}@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false },
+      workspaceRoot: WORKSPACE,
+      terminal: { ...UPSTREAM_TUNING, ...timing },
+    })
+    worlds.push(world)
+    return world
+  },
+}
+
 describe.each(USERS)('terminal-bash real shell over SSH as $label', ({ user, uid }) => {
-  realShellCases({
-    containerId: () => sshd.containerId,
-    workspace: WORKSPACE,
-    harness: async (login, timing = {}) => {
-      const world = await openWorld({
-        runtime: SshSubprocessRuntime,
-        runtimeConfig: { target: `${login}@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false },
-        workspaceRoot: WORKSPACE,
-        terminal: { ...UPSTREAM_TUNING, ...timing },
-      })
-      worlds.push(world)
-      return world
-    },
-  }, user, uid)
+  realShellCases(sshWorld, user, uid)
+})
+
+// Issue 21: many terminals at once, floods under flow control (one user: the cases are about
+// the control channel and the transports, not about who runs the shell).
+describe('many terminals and output floods over SSH as agent', () => {
+  manyTerminalCases(sshWorld, 'agent')
 })

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ControlChannel } from '../../src/providers/remote/control-channel.ts'
 import { ControlChannelError } from '../../src/providers/remote/errors.ts'
-import { settleState } from '../docker/helpers.ts'
+import { hangGuard, settleState } from '../docker/helpers.ts'
 
 async function localChannel(): Promise<{ channel: ControlChannel; pid: number; exited: Promise<unknown> }> {
   const child = spawn('sh', ['-s'], { stdio: ['pipe', 'pipe', 'ignore'] })
@@ -71,8 +71,9 @@ describe('ControlChannel whose world exits before reading the program', () => {
     await once(child.stderr, 'data')
     const opening = ControlChannel.open({ stdin: child.stdin, stdout: child.stdout, close: () => { child.stdin.destroy() } }, 'local sh')
     await expect(opening).rejects.toThrow(new ControlChannelError('the remote control program in local sh ended before it started'))
-    // The EPIPE of the write, if it came, arrived by now; vitest fails the file on an unhandled one.
-    await new Promise(resolve => setTimeout(resolve, 50))
+    // The EPIPE of the write, if it comes, comes before the pipe's close; vitest fails the file on
+    // an unhandled one.
+    if (!child.stdin.closed) await hangGuard(once(child.stdin, 'close'), 10_000, 'the close of the program\'s pipe')
   })
 })
 
@@ -111,5 +112,68 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
     const cgroupLines = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').filter(line => / - cgroup2? /.test(line))
     expect(facts.mountinfo).toBe(cgroupLines.map(line => `${line}\n`).join(''))
     channel.close()
+  })
+})
+
+describe('ControlChannel with many requests at once (issue 21)', () => {
+  it('answers pipelined requests, raw-line requests among them, each with its own reply', async () => {
+    const { channel, pid } = await localChannel()
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'dsh-pipeline-'))
+      try {
+        // More requests than the pipeline's depth, of every shape: plain, raw lines, forks.
+        const requests = Array.from({ length: 80 }, (_, index) => {
+          switch (index % 4) {
+            case 0: return channel.request('ping').then(reply => reply.join(' '))
+            case 1: return channel.firstExecutable([join(dir, 'none'), '/bin/sh']).then(found => `which ${String(found)}`)
+            case 2: return channel.stat(pid).then(stat => `stat ${stat?.state === undefined ? 'gone' : 'ok'}`)
+            default: return channel.readSmallFiles([join(dir, 'missing')]).then(texts => `counters ${String(texts[0])}`)
+          }
+        })
+        const replies = await Promise.all(requests)
+        expect(replies).toEqual(Array.from({ length: 80 }, (_, index) => ['ok pong', 'which 1', 'stat ok', 'counters undefined'][index % 4]))
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    } finally {
+      channel.close()
+    }
+  })
+
+  it('freshSnapshot: callers during a scan share the next scan, which sees a process started after their call', async () => {
+    const { channel } = await localChannel()
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' })
+    try {
+      const first = channel.freshSnapshot()
+      // Asked while the first scan is in flight: all three get ONE later scan.
+      const later = [channel.freshSnapshot(), channel.freshSnapshot(), channel.freshSnapshot()]
+      const [a, b, c] = await Promise.all(later)
+      expect(b).toBe(a)
+      expect(c).toBe(a)
+      expect(await first).not.toBe(a)
+      expect(a!.table.some(row => row.pid === child.pid)).toBe(true)
+    } finally {
+      child.kill('SIGKILL')
+      channel.close()
+    }
+  })
+
+  it('kill: calls of one signal made at once are answered per caller, each process signalled', async () => {
+    const { channel } = await localChannel()
+    const children = Array.from({ length: 6 }, () => spawn('sleep', ['30'], { stdio: 'ignore' }))
+    try {
+      const table = await channel.processTable()
+      const identities = children.map(child => table.find(row => row.pid === child.pid)!)
+      const exits = children.map(child => once(child, 'exit'))
+      // Six callers at once, one process each, plus one asking for a process that is gone.
+      const results = await Promise.all([...identities.map(identity => channel.kill('TERM', [identity])), channel.kill('TERM', [{ pid: identities[0]!.pid, starttime: identities[0]!.starttime + 1 }])])
+      for (const [index, identity] of identities.entries()) expect([...results[index]!]).toEqual([[identity.pid, 'signalled']])
+      expect([...results[6]!]).toEqual([[identities[0]!.pid, 'gone']])
+      const signals = (await Promise.all(exits)).map(([, signal]) => signal)
+      expect(signals).toEqual(children.map(() => 'SIGTERM'))
+    } finally {
+      for (const child of children) child.kill('SIGKILL')
+      channel.close()
+    }
   })
 })

@@ -50,7 +50,8 @@ describe('the launcher program over a local sh', () => {
   it('ends a run only when every holder of its streams closed them: a background writer comes before the end line', async () => {
     const { child, seen, next } = localLauncher()
     await next('stdout', 'ready\n')
-    child.stdin.write(specBytes('(sleep 0.3; echo late) & echo early', 'f1'))
+    // `early` is written before the background writer starts: the order below is the pipe's, not a race's.
+    child.stdin.write(specBytes('echo early; (sleep 0.3; echo late) &', 'f1'))
     await next('stdout', `${FRAME_TAG}f1:0:\n`)
     expect(seen.stdout.slice(seen.stdout.indexOf('ready\n') + 6)).toBe(`early\nlate\n${FRAME_TAG}f1:0:\n`)
     child.stdin.end()
