@@ -212,9 +212,9 @@ const servers: ScriptedModel[] = []
 const timings: Record<string, number> = {}
 
 /** A step of the setup, run as the page writes it, timed; fails with its output. */
-async function step(name: string, file: string, args: readonly string[], cwd: string, timeoutMs: number): Promise<string> {
+async function step(name: string, start: (options: { cwd: string; env: NodeJS.ProcessEnv; timeout: number; maxBuffer: number }) => Promise<{ stdout: string }>, cwd: string, timeoutMs: number): Promise<string> {
   const started = Date.now()
-  const result = await run(file, [...args], { cwd, env: userEnv(), timeout: timeoutMs, maxBuffer: 64 << 20 }).catch((error: { message: string; stdout?: string; stderr?: string }) => {
+  const result = await start({ cwd, env: userEnv(), timeout: timeoutMs, maxBuffer: 64 << 20 }).catch((error: { message: string; stdout?: string; stderr?: string }) => {
     throw new Error(`${name} failed: ${error.message}\n${error.stdout ?? ''}\n${error.stderr ?? ''}`)
   })
   timings[name] = Date.now() - started
@@ -230,18 +230,18 @@ beforeAll(async () => {
   // Step 3's tarball (its prepack builds dist/) at the same time: pnpm waits on the network,
   // the build on the CPU, and each takes about half a minute.
   const [, packed] = await Promise.all([
-    step('pnpm add @deepseek-ai/dsh', 'pnpm', ['add', `@deepseek-ai/dsh@${DSH_VERSION}`], install, 240_000),
+    step('pnpm add @deepseek-ai/dsh', options => run('pnpm', ['add', `@deepseek-ai/dsh@${DSH_VERSION}`], options), install, 240_000),
     packedTarball(),
   ])
   copyFileSync(packed.path, join(tmp, packed.filename))
-  expect((await step('dsh --version', 'dsh', ['--version'], install, 30_000)).trim()).toBe(DSH_VERSION)
+  expect((await step('dsh --version', options => run('dsh', ['--version'], options), install, 30_000)).trim()).toBe(DSH_VERSION)
   // The override held: the hmr that still has registerConfig.
   expect(readdirSync(join(install, 'node_modules/.pnpm')).filter(name => name.startsWith('@deepseek-ai+cordis-plugin-hmr@')).map(name => name.split('_')[0]))
     .toEqual(['@deepseek-ai+cordis-plugin-hmr@1.0.17'])
   expect(packed.filename).toBe('dsh-remote-worlds-0.1.0.tgz')
   // Step 3: added to the headless profile from the folder that holds the tarball, by the
   // relative path the page uses.
-  await step('dsh plugin add', 'dsh', ['plugin', '--profile', 'headless', 'add', './dsh-remote-worlds-0.1.0.tgz'], tmp, 240_000)
+  await step('dsh plugin add', options => run('dsh', ['plugin', '--profile', 'headless', 'add', './dsh-remote-worlds-0.1.0.tgz'], options), tmp, 240_000)
   expect((JSON.parse(readFileSync(join(profile, 'package.json'), 'utf8')) as { dsh: { profile: { bundles: string[] } } }).dsh.profile.bundles)
     .toEqual(['@deepseek-ai/dsh-base', '@deepseek-ai/dsh-headless', 'dsh-remote-worlds'])
 }, 600_000)
