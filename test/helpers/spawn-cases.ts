@@ -6,6 +6,7 @@
  * through the control channel under test.
  */
 import { createHash } from 'node:crypto'
+import type { PassThrough } from 'node:stream'
 import { Context } from '@deepseek-ai/cordis'
 import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
 import type { ShellExecRequest, ShellRunResult } from '@deepseek-ai/dsh-shell'
@@ -385,6 +386,23 @@ export function spawnCases(world: SpawnWorld): void {
       handle.stdout!.destroy()
       handle.stderr!.destroy()
       expect(await hangGuard(handle.done, 20_000, 'done after destroyed pipes')).toEqual({ exitCode: 0, signal: null })
+      expect(await hangGuard(handle.waitForExit(), 10_000, 'waitForExit')).toBe(true)
+    })
+
+    it('a pipe the caller does not read holds the program (one hold), and terminate() still settles done as SIGTERM; the rest can be read after', async () => {
+      // Neither pipe read; the program a child of its shell, as the bash tool's are.
+      const handle = runtime.spawn(spec(['sh', '-c', 'head -c 33554432 /dev/zero'], { stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } }))
+      await waitFor(() => handle.pid, pid => pid > 0, 20_000)
+      // Held, not flooding memory: the pipe's buffer fills and stays bounded while nobody reads.
+      const pipe = handle.stdout as unknown as PassThrough
+      await waitFor(() => pipe.writableNeedDrain, full => full, 20_000)
+      expect(pipe.listenerCount('drain')).toBe(1)
+      handle.terminate()
+      expect(await hangGuard(handle.done, 20_000, 'done of a terminated process nobody reads')).toEqual({ exitCode: null, signal: 'SIGTERM' })
+      let late = 0
+      for await (const chunk of handle.stdout!) late += (chunk as Buffer).length
+      expect(late).toBeGreaterThan(0)
+      expect(late).toBeLessThan(33554432)
       expect(await hangGuard(handle.waitForExit(), 10_000, 'waitForExit')).toBe(true)
     })
 

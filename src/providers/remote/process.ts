@@ -177,6 +177,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private readonly startedGate = Promise.withResolvers<ProcessIdentity | undefined>()
   private readonly tracked = new Map<string, ProcessIdentity>()
   private readonly delivered = new Set<number>()
+  /** The latest backpressure hold's release, per transport stream (see deliver). */
+  private readonly holds = new Map<Readable, () => void>()
   private settled = false
   private terminationRequested = false
   private termination: Promise<void> | undefined
@@ -500,7 +502,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
     sink.collector?.push(chunk)
     const target = sink.pipe ?? sink.inherit
     if (target === undefined || target.destroyed) return
-    if (!target.write(chunk)) holdUntilDrained(source, target)
+    // Once terminating, the caller's pace no longer holds the transport: the rest (bounded: the
+    // program is being ended) is buffered for it. Held, a transport whose exit facts follow the
+    // output on a shared stream (a Docker launcher's multiplexed exec) could not report the end
+    // of a program whose pipe nobody reads, and `done` would wait for it.
+    if (!target.write(chunk) && !this.terminationRequested) this.holds.set(source, holdUntilDrained(source, target))
   }
 
   /**
@@ -587,6 +593,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
   terminate(): void {
     if (this.treeGone || this.termination !== undefined) return
     this.terminationRequested = true
+    for (const release of this.holds.values()) release()
+    this.holds.clear()
     this.terminationFailure = undefined
     const attempt = this.terminateOnce()
     this.termination = attempt
