@@ -11,32 +11,17 @@
  * (never a stale one), and N callers at once cost two rounds, not N.
  */
 export class SharedRounds<T> {
-  private current: Promise<T> | undefined
-  private next: PromiseWithResolvers<T> | undefined
+  /** A round is a batch without items (see {@link SharedBatches}: the same join-the-next rule). */
+  private readonly batches: SharedBatches<never, T>
 
   /** @param take - asks the question once; its rejection reaches every caller of that round. */
-  constructor(private readonly take: () => Promise<T>) {}
+  constructor(take: () => Promise<T>) {
+    this.batches = new SharedBatches(() => take())
+  }
 
   /** The answer of a round that starts at or after this call. */
   ask(): Promise<T> {
-    if (this.current === undefined) return this.start()
-    this.next ??= Promise.withResolvers<T>()
-    return this.next.promise
-  }
-
-  private start(): Promise<T> {
-    const round = this.take()
-    this.current = round
-    // The latecomers' round starts in the same tick the last one ended, before any new caller.
-    const ended = (): void => {
-      this.current = undefined
-      const waiting = this.next
-      if (waiting === undefined) return
-      this.next = undefined
-      waiting.resolve(this.start())
-    }
-    round.then(ended, ended)
-    return round
+    return this.batches.add([])
   }
 }
 
