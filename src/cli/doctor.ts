@@ -12,6 +12,8 @@ import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
 import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
+import { terminalHolder } from '../providers/remote/pty-holder/holder-install.ts'
+import { worldOwnerOf } from '../providers/remote/world-owner.ts'
 import { filesChecks } from './doctor-files.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
@@ -39,6 +41,19 @@ async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs: number
 }
 
 /**
+ * Which PTY the world's terminals get: dsh-pty, their world-side parent (true wait status,
+ * bounded output in flight; providers/remote/pty-holder/), or, where it cannot run, the one the
+ * engine or sshd allocates, with the reason.
+ */
+async function terminalParentCheck(world: RemoteWorld): Promise<DoctorCheck> {
+  const owner = worldOwnerOf(world.runtime)
+  if (owner === undefined) return { name: 'terminal parent', ok: false, detail: 'not a remote world of this package' }
+  const holder = await terminalHolder(owner)
+  if ('path' in holder) return { name: 'terminal parent', ok: true, detail: `dsh-pty ${holder.path} owns each terminal's PTY and reaps its shell: a signal death is reported as the signal, an exit code as the code, and output in flight is bounded by the reader` }
+  return { name: 'terminal parent', ok: false, detail: `terminals get the PTY the engine or sshd allocates (${holder.unavailable}): in Docker a shell killed by signal N reads as exit code 128+N` }
+}
+
+/**
  * Run every check on `world` (scratch terminals are opened in `cwd` and closed).
  * @param options.terminal - the runtime setting `terminal` the world was opened with (the
  *   CLI's `--replies`, `--no-emulator`, `--scrollback`), for the `terminal replies` check.
@@ -61,6 +76,8 @@ export async function diagnose(world: RemoteWorld, cwd: string, options: { termi
   checks.push({ name: 'session ownership', ok: unowned === undefined, detail: unowned ?? `registered in /tmp/dsh-remote-owners-${control.info.uid}: if this client dies, the next client (as uid ${control.info.uid}) finds and ends what it left` })
   const resources = await (await ResourceWatch.of(control)).report()
   checks.push({ name: 'resource events', ok: resources.watched, detail: resourceWatchDetail(resources) })
+
+  checks.push(await terminalParentCheck(world))
 
   const environment = await runtime.userEnvironment()
   checks.push({ name: 'locale', ok: environment.locale.effective, detail: environment.locale.reason })

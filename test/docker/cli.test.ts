@@ -49,6 +49,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
       ['control channel', true],
       ['session ownership', true],
       ['resource events', true],
+      ['terminal parent', true],
       ['locale', true],
       ['home', true],
       ['pid publication', true],
@@ -66,6 +67,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
     const home = user === 'root' ? '/root' : '/home/agent'
     expect(detail('files')).toMatch(new RegExp(`^file server ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-fsd( \\(copied in now\\))?; median stat round trip \\d+\\.\\d\\d ms; /tmp lists \\d+ entries$`))
     expect(detail('file writes')).toBe('a file written atomically in /tmp under danger-full-access reads back exactly')
+    expect(detail('terminal parent')).toMatch(new RegExp(`^dsh-pty ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-pty owns each terminal's PTY and reaps its shell`))
     expect(detail('search')).toBe('glob and grep run /usr/bin/rg in the world (ripgrep 13.0.0)')
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)

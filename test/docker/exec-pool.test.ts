@@ -32,6 +32,15 @@ async function pooledIn(containerId: string, kind: 'dsh-launcher' | 'dsh-standby
   return (await containerProcesses(containerId)).filter(row => row.cmdline.includes(kind) && row.cmdline.startsWith('/bin/sh -c') && !isDead(row.state))
 }
 
+/**
+ * Holder standbys in a container: dsh-pty processes (the terminal's world-side parent,
+ * providers/remote/pty-holder/) with no shell under them yet.
+ */
+async function holderStandbysIn(containerId: string): Promise<ContainerProcess[]> {
+  const rows = await containerProcesses(containerId)
+  return rows.filter(row => /\/dsh-pty$/.test(row.cmdline) && !isDead(row.state) && !rows.some(child => child.ppid === row.pid))
+}
+
 /** Live pooled execs in the file's container. */
 function pooled(kind: 'dsh-launcher' | 'dsh-standby'): Promise<ContainerProcess[]> {
   return pooledIn(container.id, kind)
@@ -199,7 +208,7 @@ describe('terminals on the pool\'s standby in the docker world, as agent', () =>
     }
   })
 
-  it('the shell is the session leader with the PTY as its controlling tty, and a second terminal takes the next standby', async () => {
+  it('the shell is the session leader with the PTY as its controlling tty, and a second terminal takes the next (holder) standby', async () => {
     const fixture = await runtimeFor()
     try {
       const first = await fixture.runtime.spawnTerminal({ ...terminalSpec, env: { TERM: 'dumb', PS1: 'ps1> ' } })
@@ -214,10 +223,14 @@ describe('terminals on the pool\'s standby in the docker world, as agent', () =>
         expect(match[3]).toMatch(/^\/dev\/pts\/\d+$/)
       }
       await Promise.all([first.terminate(), second.terminate()])
-      // The standby for the next terminal waits already.
-      expect((await waitFor(() => pooled('dsh-standby'), rows => rows.length === 1)).length).toBe(1)
+      // The standby for the next terminal waits already: a holder waiting for its spawn frame
+      // (the warm-up's TTY standby was ended once terminals were known to run on dsh-pty).
+      expect((await waitFor(() => holderStandbysIn(container.id), rows => rows.length === 1)).length).toBe(1)
+      expect(await pooled('dsh-standby')).toEqual([])
     } finally {
       await fixture.dispose()
     }
+    // Disposal ended it.
+    expect(await holderStandbysIn(container.id)).toEqual([])
   })
 })

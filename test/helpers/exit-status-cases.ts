@@ -82,6 +82,42 @@ export function exitStatusCases(world: ExitStatusWorld, options: { spawns: numbe
       expect(tally(outcomes)).toEqual({ [JSON.stringify({ exitCode: null, signal: 'SIGTERM' })]: 200 })
     }, 600_000)
 
+    // A terminal's outcome is the shell's true wait status in every world (issue 24): the
+    // terminal's world-side parent (pty-holder/dsh-pty.c) reaps the shell, so a signal death
+    // and an exit code of 128+N differ, as in the upstream local provider.
+    const SHELL_ENDINGS: readonly [string, SubprocessOutcome][] = [
+      ['kill -9 $$', { exitCode: null, signal: 'SIGKILL' }],
+      ['kill -USR1 $$', { exitCode: null, signal: 'SIGUSR1' }],
+      ['kill -HUP $$', { exitCode: null, signal: 'SIGHUP' }],
+      ['exit 137', { exitCode: 137, signal: null }],
+      ['exit 0', { exitCode: 0, signal: null }],
+    ]
+    for (const [line, expected] of SHELL_ENDINGS) {
+      it(`an interactive bash that runs \`${line}\` ends the terminal with ${JSON.stringify(expected)}`, async () => {
+        const terminal = await runtime.spawnTerminal({ argv: ['bash', '--norc', '--noprofile', '-i'], cwd: '/tmp', env: { PS1: 'ready> ' }, rows: 24, cols: 80, graceMs: 1_000 })
+        try {
+          terminal.output.resume()
+          // Held by the handle until the shell first reads its terminal.
+          await terminal.write(`${line}\n`)
+          expect(await terminal.done).toEqual(expected)
+        } finally {
+          await terminal.terminate()
+        }
+      }, 60_000)
+    }
+
+    it('an interactive bash ended by terminate() reports the signal that ended it', async () => {
+      const terminal = await runtime.spawnTerminal({ argv: ['bash', '--norc', '--noprofile', '-i'], cwd: '/tmp', env: { PS1: 'ready> ' }, rows: 24, cols: 80, graceMs: 1_000 })
+      let seen = ''
+      const prompt = new Promise<void>(resolve => terminal.output.on('data', (chunk: Buffer) => {
+        seen += chunk.toString('utf8')
+        if (seen.includes('ready> ')) resolve()
+      }))
+      await prompt
+      await terminal.terminate()
+      expect(await terminal.done).toEqual({ exitCode: null, signal: 'SIGKILL' })
+    }, 60_000)
+
     it('200 terminals whose shell runs `exit 3`: every done is { exitCode: 3, signal: null }', async () => {
       const outcomes: (SubprocessOutcome | string)[] = []
       let next = 0

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { checkAgentSessionCase, runAgentSessionCase } from '../helpers/agent-session-case.ts'
+import { shellEndingCliCases } from '../helpers/shell-ending-case.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
 
 let sshd: SshdWorld
@@ -25,4 +26,8 @@ describe.each(['agent', 'root'])('agent-session-basic as %s through dsh-remote-w
     // The CLI disconnected: no per-connection sshd and nothing the login started is left.
     expect(await sshd.leftovers()).toEqual([])
   }, 90_000)
+})
+
+describe('the shell\'s end through dsh-remote-worlds run --ssh --json (as agent)', () => {
+  shellEndingCliCases(() => ['--ssh', `agent@127.0.0.1:${sshd.ports[0]}`, '--identity', sshd.clientKeyFile, '--known-hosts', sshd.knownHostsFile, '--cwd', '/tmp'])
 })

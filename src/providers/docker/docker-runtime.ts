@@ -13,7 +13,10 @@ import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
-import { startRemoteTerminal } from '../remote/terminal.ts'
+import { WORLD_OWNER } from '../remote/world-owner.ts'
+import { type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
+import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
+import { terminalHolder } from '../remote/pty-holder/holder-install.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import { DockerWorld, execUserRefusal } from './docker-world.ts'
@@ -167,6 +170,16 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     return world.openProcess(script, this.execUser, { stdin: true })
   }
 
+  /**
+   * The PTY transport of a new terminal: dsh-pty on a non-TTY exec (pty-holder/), or, where the
+   * holder cannot run in this world, a PTY exec of the engine (docker-world.ts `openTerminal`).
+   */
+  private async openTerminalTransport(world: DockerWorld, user: string | undefined, start: { script: string; rows: number; cols: number }): Promise<TerminalTransport> {
+    const holder = await terminalHolder(this[WORLD_OWNER])
+    if (!('path' in holder)) return world.openTerminal(start.script, user)
+    return openHeldTerminal(await world.openHolder(holder.path, user), { ...start, where: world.describe(user) })
+  }
+
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
@@ -183,7 +196,7 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
       control,
       where: world.describe(user),
       emulator: emulatorChoice(this.config.terminal),
-      open: script => world.openTerminal(script, user),
+      open: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
       // Not `!alive()`: a paused container has not ended (see ended()).
       worldEnded: () => world.ended(user),
       // A failed channel (a request timed out) is replaced for the teardown; a paused container refuses.

@@ -33,6 +33,7 @@ import { SharedRounds } from '../remote/rounds.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
 import { ExecPool } from './exec-pool/pool.ts'
+import { holderScript } from '../remote/pty-holder/holder-install.ts'
 import type { ExecStartOptions, StartedExec } from './exec-pool/started-exec.ts'
 import { attachLifeline, lifelineCreateOptions } from './lifeline.ts'
 import { ContainerStateWatch } from './state-watch.ts'
@@ -338,8 +339,19 @@ export class DockerWorld {
       },
       exit: () => this.execOutcome(exec, user),
       close: () => { stream.destroy() },
-      startedBeforeScript: standby !== undefined,
+      sizeSetAtStart: standby !== undefined,
     }
+  }
+
+  /**
+   * Run dsh-pty (remote/pty-holder/) at `path` as `user` on a non-TTY exec with stdin: the
+   * pool's holder standby (the engine's exec start off the critical path) or a fresh exec.
+   * @returns the holder's process transport, for remote/pty-holder/held-terminal.ts.
+   * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
+   */
+  async openHolder(path: string, user: string | undefined): Promise<ProcessTransport> {
+    const started = await this.pool.holderStandby(user, path) ?? await this.startExec(['/bin/sh', '-c', holderScript(path)], { tty: false, user, stdin: true })
+    return this.processTransport(started, user, true)
   }
 
   /**
@@ -357,13 +369,17 @@ export class DockerWorld {
       const launched = await this.pool.launch(user, script)
       if (launched !== undefined) return launched
     }
-    const { exec, stream } = await this.startExec(['/bin/sh', '-c', script], { tty: false, user, stdin: options.stdin })
+    return this.processTransport(await this.startExec(['/bin/sh', '-c', script], { tty: false, user, stdin: options.stdin }), user, options.stdin)
+  }
+
+  /** The process transport of a started non-TTY exec: its multiplexed stream split (with backpressure, see demux.ts). */
+  private processTransport({ exec, stream }: StartedExec, user: string | undefined, stdin: boolean): ProcessTransport {
     const { stdout, stderr } = demuxDockerStream(stream)
     stream.on('error', () => undefined)
     return {
       stdout,
       stderr,
-      stdin: options.stdin ? stream : undefined,
+      stdin: stdin ? stream : undefined,
       exit: () => this.execOutcome(exec, user),
       close: () => { stream.destroy() },
     }

@@ -28,6 +28,7 @@ import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { type ResourceCounters, type ResourceEvent, ResourceWatch, resourceEventsBetween } from './resource-events.ts'
+import { signalName } from './signals.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
 
 /**
@@ -104,12 +105,6 @@ export interface RemoteProcessStart {
 /** The seam's collect disposition (anything that is not `pipe` or `inherit`). */
 function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
   return mode !== 'pipe' && mode !== 'inherit'
-}
-
-/** Signal names by number, from this host's table (Linux numbering, the same on x86_64 and aarch64). */
-function signalName(number: number): NodeJS.Signals | undefined {
-  for (const [name, value] of Object.entries(osConstants.signals)) if (value === number) return name as NodeJS.Signals
-  return undefined
 }
 
 const TREE_POLL_MS = 20

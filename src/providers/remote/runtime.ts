@@ -58,6 +58,19 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   private worldPromise: Promise<W> | undefined
   private disposing = false
   private readonly label: string
+  /**
+   * This runtime as its world's owner, one plain object for its life. Not `this`: cordis hands
+   * out a new proxy of a service per access (the service itself included), so `this` differs
+   * from call to call, and state kept per owner (world-tools/install.ts,
+   * pty-holder/holder-install.ts) would be looked up afresh each time.
+   */
+  private readonly owner: WorldOwner = {
+    describe: () => this.describe(),
+    control: () => this.control(),
+    userEnvironment: () => this.userEnvironment(),
+    openProcess: script => this.openProcess(script),
+    newTag: () => this.newTag(),
+  }
 
   /**
    * @param ctx - the cordis context the service registers in.
@@ -102,7 +115,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * shares with it (providers/remote/world-owner.ts `worldOwnerOf`).
    */
   get [WORLD_OWNER](): WorldOwner {
-    return this
+    return this.owner
   }
 
   /**
@@ -159,7 +172,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    */
   protected async worldArgv(argv: readonly string[], control: ControlChannel, path: string | undefined): Promise<readonly string[] | undefined> {
     if (argv[0] === undefined || !isPackagedRipgrep(argv[0])) return undefined
-    return [await worldRipgrep(this, control, path), ...argv.slice(1)]
+    return [await worldRipgrep(this[WORLD_OWNER], control, path), ...argv.slice(1)]
   }
 
   /** @throws WorldClosedError once disposal began. */

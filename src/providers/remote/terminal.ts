@@ -43,11 +43,12 @@ export interface TerminalTransport {
   /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
   close(): void
   /**
-   * True when the PTY's process was already running before the script was handed to it (a
-   * Docker standby, docker/exec-pool/, which runs only where `stty` works): the wrapper's own
-   * `stty` then sets the window size, and no resize is sent at start.
+   * True when the window size is in place before the program runs, so no resize is sent at
+   * start: the PTY's process was already running before the script was handed to it (a Docker
+   * standby, docker/exec-pool/, which runs only where `stty` works, and the wrapper's own `stty`
+   * sets the size), or the PTY was made at that size (pty-holder/).
    */
-  readonly startedBeforeScript?: boolean | undefined
+  readonly sizeSetAtStart?: boolean | undefined
 }
 
 /** What a world supplies to start one terminal. */
@@ -221,9 +222,9 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   spec.signal?.addEventListener('abort', onAbort, { once: true })
   let started: { pid: number; starttime: number; rest: Buffer }
   try {
-    // A transport started before its script needs no engine resize: the wrapper's `stty` sets
-    // the size (a standby exists only where `stty` works).
-    const resize = transport.startedBeforeScript === true ? undefined : transport.resize(spec.rows, spec.cols).catch(() => undefined)
+    // A transport whose PTY has its size before the script runs needs no resize now (see
+    // TerminalTransport.sizeSetAtStart).
+    const resize = transport.sizeSetAtStart === true ? undefined : transport.resize(spec.rows, spec.cols).catch(() => undefined)
     started = await marker.promise
     await resize
     await emulatorReady
@@ -263,7 +264,7 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     throw spec.signal.reason
   }
   // Re-apply the size now that the program runs (a resize before exec start is dropped by Docker).
-  if (transport.startedBeforeScript !== true) await transport.resize(spec.rows, spec.cols).catch(() => undefined)
+  if (transport.sizeSetAtStart !== true) await transport.resize(spec.rows, spec.cols).catch(() => undefined)
   return handle
 }
 
@@ -380,6 +381,9 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     transport.output.once('end', ended)
     transport.output.once('close', ended)
     transport.output.once('error', ended)
+    // A program that ended at once may have ended the stream during the start, before these
+    // listeners (its last bytes came with the marker, as `rest`).
+    if (transport.output.readableEnded || transport.output.destroyed) ended()
     transport.output.resume()
     this.done = outputEnded.promise.then(() => transport.exit()).finally(() => {
       this.exited = true

@@ -25,7 +25,11 @@ export async function openSshProcess(world: SshWorld, script: string, options: {
   return processTransport(opened, connection!, options.stdin)
 }
 
-function processTransport({ channel, exited, closed }: SshExecChannel, connection: SshConnection, stdin: boolean): ProcessTransport {
+/**
+ * The process transport of an open exec channel.
+ * @param stdin - keep stdin open for the caller; otherwise it is closed at once (EOF).
+ */
+export function processTransport({ channel, exited, closed }: SshExecChannel, connection: SshConnection, stdin: boolean): ProcessTransport {
   if (!stdin) channel.end()
   return {
     stdout: channel,

@@ -17,13 +17,16 @@ import type { SessionOwnership } from '../remote/ownership.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
-import { startRemoteTerminal } from '../remote/terminal.ts'
+import { WORLD_OWNER } from '../remote/world-owner.ts'
+import { type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
+import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
+import { holderScript, terminalHolder } from '../remote/pty-holder/holder-install.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
 import { type HostKeyTrust, normalizeFingerprint, readKnownHosts } from './known-hosts.ts'
-import { openSshProcess } from './ssh-process.ts'
-import { type SshConnection, SshWorld } from './ssh-world.ts'
+import { openSshProcess, processTransport } from './ssh-process.ts'
+import { type SshConnection, type SshLease, SshWorld } from './ssh-world.ts'
 import { type ResolvedSshTarget, parseSshTarget, readDefaultSshConfig, resolveSshTarget } from './target.ts'
 import { sshSandboxCompanion } from '../../sandbox/ssh-companion.ts'
 
@@ -112,6 +115,17 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     return openSshProcess(await this.world(), script, { stdin: true })
   }
 
+  /**
+   * The PTY transport of a new terminal on the lease's connection: dsh-pty on an exec channel
+   * without a pty (pty-holder/), or, where the holder cannot run on this host, an exec channel
+   * with a pty that sshd allocates.
+   */
+  private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
+    const holder = await terminalHolder(this[WORLD_OWNER])
+    if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
+    return openHeldTerminal(processTransport(await lease.exec(holderScript(holder.path)), lease.connection, true), start)
+  }
+
   /** @inheritdoc */
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
@@ -132,7 +146,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
           control: lease.connection.control,
           where: world.describe(),
           emulator: emulatorChoice(this.config.terminal),
-          open: script => lease.openTerminal(script, spec.rows, spec.cols),
+          open: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
           worldEnded: async () => false,
           recoverControl: () => world.control(),
           onTerminated: terminated => {

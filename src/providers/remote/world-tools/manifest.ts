@@ -10,8 +10,11 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { WorldToolUnavailableError } from '../errors.ts'
 
-/** The tools: the file server of the filesystem half (src/files/server/fsd.c), and ripgrep. */
-export type WorldToolName = 'dsh-fsd' | 'rg'
+/**
+ * The tools: the file server of the filesystem half (src/files/server/fsd.c), the terminal's
+ * world-side parent (providers/remote/pty-holder/dsh-pty.c), and ripgrep.
+ */
+export type WorldToolName = 'dsh-fsd' | 'dsh-pty' | 'rg'
 
 /** Architectures there are builds for, by `uname -m` (control.sh reports them so). */
 export type WorldArch = 'x86_64' | 'aarch64'

@@ -1,0 +1,65 @@
+/**
+ * A holder standby: one non-TTY exec running dsh-pty (remote/pty-holder/), started before a
+ * terminal needs it. The holder waits for its spawn frame on stdin, so the standby is ready as
+ * soon as the engine started the exec; the terminal that takes it sends the frame itself
+ * (pty-holder/held-terminal.ts) and reads the holder's hello like any other.
+ * @module dsh-remote-worlds/providers/docker/exec-pool/holder-standby
+ */
+import { holderScript } from '../../remote/pty-holder/holder-install.ts'
+import type { StartExec, StartedExec } from './started-exec.ts'
+
+/** A started holder standby; use it once ({@link HolderStandby.take}) or end it ({@link HolderStandby.quit}). */
+export class HolderStandby {
+  /** The exec (ExecInspect proves it ended). */
+  readonly exec: StartedExec['exec']
+  /** The holder's path in the world it runs (a standby of another path is not taken). */
+  readonly path: string
+  /** The container's death count when it was started (pool.ts discards one from an earlier life). */
+  epoch = 0
+  private readonly started: StartedExec
+  private closed = false
+  private used = false
+
+  private constructor(started: StartedExec, path: string) {
+    this.started = started
+    this.exec = started.exec
+    this.path = path
+    started.stream.once('close', () => { this.closed = true })
+  }
+
+  /**
+   * Start the holder at `path` as `user` on a non-TTY exec with stdin.
+   * @param env - extra exec environment entries (the pool's session tag).
+   * @throws the world's typed errors when the exec cannot start.
+   */
+  static async start(startExec: StartExec, user: string | undefined, env: readonly string[], path: string): Promise<HolderStandby> {
+    return new HolderStandby(await startExec(['/bin/sh', '-c', holderScript(path)], { tty: false, user, stdin: true, env }), path)
+  }
+
+  /** True while it can still take a terminal (its stream open, not used). */
+  get usable(): boolean {
+    return !this.closed && !this.used && !this.started.stream.destroyed
+  }
+
+  /**
+   * Take it for a terminal.
+   * @returns the exec and its multiplexed stream, nothing read from it yet.
+   */
+  take(): StartedExec {
+    this.used = true
+    return this.started
+  }
+
+  /** End an unused standby: EOF on its stdin, at which the holder exits. Never throws. */
+  quit(): void {
+    if (this.used) return
+    this.used = true
+    if (!this.started.stream.destroyed) this.started.stream.end()
+  }
+
+  /** Close its socket at once (the holder sees EOF and exits). */
+  drop(): void {
+    this.used = true
+    this.started.stream.destroy()
+  }
+}

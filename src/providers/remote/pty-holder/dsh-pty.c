@@ -1,0 +1,289 @@
+/*
+ * dsh-pty: the world-side parent of one terminal shell (dsh-remote-worlds).
+ *
+ * Started by the client over a non-PTY exec (Docker) or an exec channel without a pty (SSH), it
+ * allocates the terminal's PTY itself, forks the shell onto it and relays the PTY's bytes over a
+ * framed protocol on stdin/stdout. Being the shell's parent is the point:
+ * - it reaps the shell, so the terminal's outcome is the true wait status (a SIGKILL and an
+ *   `exit 137` differ; Docker's ExecInspect reports 137 for both);
+ * - it reads the PTY only as far as the client has granted credit, so the output in flight
+ *   towards the client is bounded (the program blocks in write(2) when the PTY buffer is full);
+ * - its exit frame reaches the client on the data stream, so a terminal settles without waiting
+ *   for the engine or sshd to report the exec's end.
+ * The shell stays what it is on a PTY the engine or sshd allocates: the leader of its own session
+ * with the PTY as its controlling tty, so foreground probing (tpgid), the stdin-wait proof and
+ * signals work unchanged (the child calls setsid(2), then TIOCSCTTY; tty_ioctl(4)).
+ *
+ * Frames, both directions: u8 type, u32 payload length (little-endian), payload.
+ * Client to holder:
+ *   S spawn   u16 rows, u16 cols, u32 initial credit (bytes), then the script for `/bin/sh -c`.
+ *             The first frame, exactly once.
+ *   I input   bytes for the PTY input.
+ *   R resize  u16 rows, u16 cols (TIOCSWINSZ on the master; the kernel sends SIGWINCH).
+ *   C credit  u32 bytes more the client can take.
+ * Holder to client:
+ *   H hello   "dsh-pty PROTOCOL ARCH", sent at start (before any frame is read).
+ *   P started u32 the shell's pid (in the world's pid namespace).
+ *   O output  PTY output bytes (never more in flight than the credit granted).
+ *   X exit    u8 kind (0 exited, 1 killed by a signal), u8 exit code or signal number, u8 core
+ *             dumped. The last frame; the holder then closes the PTY and exits 0.
+ *   E error   text: why no shell could start (openpt, fork). The holder then exits 1.
+ *
+ * Lifetime: the holder ends when the shell has ended (after relaying what the PTY still holds, at
+ * most DRAIN_BOUND_MS), or when its stdin ends (the client closed or died): it then closes the
+ * PTY master, which hangs the terminal up (the kernel sends SIGHUP to the shell's session, as
+ * sshd's closing of a pty does). Nothing depends on the client's teardown code running.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROTOCOL "1"
+#if defined(__x86_64__)
+#define ARCH "x86_64"
+#elif defined(__aarch64__)
+#define ARCH "aarch64"
+#else
+#define ARCH "unknown"
+#endif
+
+/* The largest frame the client may send (bytes): a spawn carries the start wrapper (<= 128 KiB). */
+#define MAX_FRAME (1u << 20)
+/* Input accepted from the client and not yet written to the PTY, above which stdin is not read. */
+#define MAX_PENDING_INPUT (1u << 20)
+/* The largest output frame (bytes). */
+#define MAX_OUTPUT (64u * 1024u)
+/* After the shell ended: how long the PTY may stay quiet before the exit frame (ms), and the
+ * longest the holder relays what is left (ms), so a background job that floods the PTY cannot
+ * keep the terminal from ending. */
+#define DRAIN_QUIET_MS 20
+#define DRAIN_BOUND_MS 200
+
+static unsigned char in_buf[MAX_FRAME + 5];
+static size_t in_len;
+static unsigned char *pending_input;
+static size_t pending_len, pending_cap;
+
+static uint32_t get_u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Write one frame to stdout, whole. Exits when stdout is gone (the client will never read it). */
+static void send_frame(char type, const void *payload, uint32_t length) {
+  unsigned char header[5] = { (unsigned char)type, length & 0xff, length >> 8 & 0xff, length >> 16 & 0xff, length >> 24 & 0xff };
+  struct iovec iov[2] = { { header, sizeof header }, { (void *)payload, length } };
+  int count = 2;
+  struct iovec *at = iov;
+  while (count > 0) {
+    ssize_t n = writev(1, at, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) { struct pollfd p = { 1, POLLOUT, 0 }; poll(&p, 1, -1); continue; }
+      _exit(2);
+    }
+    while (count > 0 && (size_t)n >= at->iov_len) { n -= (ssize_t)at->iov_len; at++; count--; }
+    if (count > 0) { at->iov_base = (char *)at->iov_base + n; at->iov_len -= (size_t)n; }
+  }
+}
+
+static void send_error(const char *what) {
+  char text[512];
+  int n = snprintf(text, sizeof text, "%s: %s", what, strerror(errno));
+  send_frame('E', text, n < 0 ? 0 : (uint32_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
+  _exit(1);
+}
+
+static void queue_input(const unsigned char *data, size_t length) {
+  if (pending_len + length > pending_cap) {
+    size_t cap = pending_cap == 0 ? 65536 : pending_cap;
+    while (cap < pending_len + length) cap *= 2;
+    unsigned char *grown = realloc(pending_input, cap);
+    if (grown == NULL) _exit(3);
+    pending_input = grown;
+    pending_cap = cap;
+  }
+  memcpy(pending_input + pending_len, data, length);
+  pending_len += length;
+}
+
+/* The child: a new session whose controlling tty is the PTY, then `/bin/sh -c SCRIPT`. */
+static void exec_shell(int slave, const char *script, const sigset_t *old_mask) {
+  if (setsid() < 0) _exit(126);
+  /* TIOCSCTTY on the inherited slave fd: a session leader without a controlling tty takes this
+   * one (arg 0: never steal it from another session; tty_ioctl(4)). */
+  if (ioctl(slave, TIOCSCTTY, 0) < 0) _exit(126);
+  if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) _exit(126);
+  if (slave > 2) close(slave);
+  /* Ignored signals and the mask survive execve(2): give the shell the defaults. */
+  signal(SIGPIPE, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  sigprocmask(SIG_SETMASK, old_mask, NULL);
+  execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+  _exit(127);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-pty " PROTOCOL " " ARCH "\n"); return 0; }
+  signal(SIGPIPE, SIG_IGN);
+  /* The holder has no controlling tty (a non-PTY exec), but a hangup must never end it before
+   * it reported the shell's status. */
+  signal(SIGHUP, SIG_IGN);
+  sigset_t chld, old_mask;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &old_mask);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) send_error("signalfd");
+
+  static const char hello[] = "dsh-pty " PROTOCOL " " ARCH;
+  send_frame('H', hello, sizeof hello - 1);
+
+  int master = -1;
+  pid_t shell = -1;
+  int shell_status = 0, shell_ended = 0;
+  long long ended_at = 0;
+  /* The master gave EIO or a hangup: nothing holds the slave side (all output is read). */
+  int master_hup = 0;
+  /* After the shell ended, a poll that asked for output found none within DRAIN_QUIET_MS. */
+  int drain_quiet = 0;
+  uint64_t credit = 0;
+  int stdin_open = 1;
+  static unsigned char out_buf[MAX_OUTPUT];
+
+  for (;;) {
+    /* After the shell ended: the exit frame once the PTY holds nothing more (a read window of
+     * DRAIN_QUIET_MS found no byte) or after DRAIN_BOUND_MS; both only while the client takes
+     * output (credit), so a slow reader loses nothing the shell printed. */
+    if (shell_ended && (master < 0 || master_hup || (credit > 0 && (drain_quiet || now_ms() - ended_at >= DRAIN_BOUND_MS)))) {
+      unsigned char exit_frame[3];
+      if (WIFSIGNALED(shell_status)) { exit_frame[0] = 1; exit_frame[1] = (unsigned char)WTERMSIG(shell_status); exit_frame[2] = WCOREDUMP(shell_status) ? 1 : 0; }
+      else { exit_frame[0] = 0; exit_frame[1] = (unsigned char)WEXITSTATUS(shell_status); exit_frame[2] = 0; }
+      send_frame('X', exit_frame, sizeof exit_frame);
+      return 0;
+    }
+    struct pollfd fds[3];
+    int nfds = 0, stdin_at = -1, master_at = -1;
+    fds[nfds++] = (struct pollfd){ sfd, POLLIN, 0 };
+    if (stdin_open && pending_len < MAX_PENDING_INPUT) { stdin_at = nfds; fds[nfds++] = (struct pollfd){ 0, POLLIN, 0 }; }
+    short master_events = (short)((credit > 0 && !master_hup ? POLLIN : 0) | (pending_len > 0 ? POLLOUT : 0));
+    if (master >= 0 && master_events != 0) { master_at = nfds; fds[nfds++] = (struct pollfd){ master, master_events, 0 }; }
+    int timeout = shell_ended ? DRAIN_QUIET_MS : -1;
+    int ready = poll(fds, (nfds_t)nfds, timeout);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      send_error("poll");
+    }
+    if (ready == 0 && shell_ended && master_at >= 0 && (master_events & POLLIN)) drain_quiet = 1;
+
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {}
+      int status;
+      pid_t got;
+      while ((got = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (got == shell && !shell_ended) { shell_status = status; shell_ended = 1; ended_at = now_ms(); }
+      }
+    }
+
+    if (master_at >= 0 && fds[master_at].revents) {
+      short ev = fds[master_at].revents;
+      if ((ev & POLLOUT) && pending_len > 0) {
+        ssize_t n = write(master, pending_input, pending_len);
+        if (n > 0) { memmove(pending_input, pending_input + n, pending_len - (size_t)n); pending_len -= (size_t)n; }
+      }
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && credit > 0) {
+        size_t want = credit < MAX_OUTPUT ? (size_t)credit : MAX_OUTPUT;
+        ssize_t n = read(master, out_buf, want);
+        if (n > 0) {
+          send_frame('O', out_buf, (uint32_t)n);
+          credit -= (uint64_t)n;
+        } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          /* EIO: no process holds the slave side any more (the shell and everything it started
+           * closed the tty). Output is complete; input has nowhere to go. */
+          master_hup = 1;
+        }
+      }
+    }
+
+    if (stdin_at >= 0 && fds[stdin_at].revents) {
+      ssize_t n = read(0, in_buf + in_len, sizeof in_buf - in_len);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {
+        /* The client is gone: hang the terminal up (SIGHUP to the shell's session) and end. */
+        stdin_open = 0;
+        if (master >= 0) close(master);
+        return 0;
+      }
+      in_len += (size_t)n;
+      size_t at = 0;
+      while (in_len - at >= 5) {
+        uint32_t length = get_u32(in_buf + at + 1);
+        if (length > MAX_FRAME) { errno = EPROTO; send_error("frame too large"); }
+        if (in_len - at < 5 + (size_t)length) break;
+        unsigned char type = in_buf[at];
+        const unsigned char *payload = in_buf + at + 5;
+        if (type == 'S' && shell < 0 && length >= 8) {
+          struct winsize size = { .ws_row = get_u16(payload), .ws_col = get_u16(payload + 2) };
+          credit += get_u32(payload + 4);
+          char *script = malloc(length - 8 + 1);
+          if (script == NULL) _exit(3);
+          memcpy(script, payload + 8, length - 8);
+          script[length - 8] = 0;
+          master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+          if (master < 0) send_error("posix_openpt");
+          if (grantpt(master) < 0) send_error("grantpt");
+          if (unlockpt(master) < 0) send_error("unlockpt");
+          char slave_name[128];
+          if (ptsname_r(master, slave_name, sizeof slave_name) != 0) send_error("ptsname");
+          if (size.ws_row > 0 && size.ws_col > 0) ioctl(master, TIOCSWINSZ, &size);
+          /* Opened here, not in the child: the slave side is never closed between the fork and
+           * the shell's exec, so the master reports a hangup only when the terminal really has
+           * no user left. */
+          int slave = open(slave_name, O_RDWR | O_NOCTTY);
+          if (slave < 0) send_error("open the PTY slave");
+          shell = fork();
+          if (shell < 0) send_error("fork");
+          if (shell == 0) {
+            close(sfd);
+            close(0);
+            close(1);
+            exec_shell(slave, script, &old_mask);
+          }
+          close(slave);
+          free(script);
+          fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+          unsigned char started[4] = { shell & 0xff, shell >> 8 & 0xff, shell >> 16 & 0xff, shell >> 24 & 0xff };
+          send_frame('P', started, sizeof started);
+        } else if (type == 'I' && master >= 0) {
+          queue_input(payload, length);
+        } else if (type == 'R' && master >= 0 && length >= 4) {
+          struct winsize size = { .ws_row = get_u16(payload), .ws_col = get_u16(payload + 2) };
+          ioctl(master, TIOCSWINSZ, &size);
+        } else if (type == 'C' && length >= 4) {
+          credit += get_u32(payload);
+        }
+        at += 5 + (size_t)length;
+      }
+      memmove(in_buf, in_buf + at, in_len - at);
+      in_len -= at;
+    }
+  }
+}

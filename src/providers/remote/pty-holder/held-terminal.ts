@@ -1,0 +1,220 @@
+/**
+ * A terminal transport over dsh-pty (dsh-pty.c), the terminal's world-side parent: the holder
+ * runs on a plain pipe (a non-TTY Docker exec, an SSH exec channel without a pty) and owns the
+ * PTY in the world. Against a PTY the engine or sshd allocates, this gives
+ * - the shell's true wait status: `{ exitCode: null, signal: 'SIGKILL' }` for a `kill -9 $$`,
+ *   `{ exitCode: 137, signal: null }` for `exit 137` (Docker's ExecInspect says 137 for both);
+ * - bounded output in flight: the holder reads the PTY only as far as this side granted credit,
+ *   and this side grants it as the terminal's reader takes the bytes, so a cancel under an output
+ *   flood drains at most {@link HOLDER_CREDIT_BYTES} plus the PTY's own buffer;
+ * - a terminal that settles on the holder's exit frame, without waiting for the engine or sshd
+ *   to report the end of the exec.
+ * @module dsh-remote-worlds/providers/remote/pty-holder/held-terminal
+ */
+import { Readable } from 'node:stream'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { SpawnFailedError, TransportError } from '../errors.ts'
+import type { ProcessTransport } from '../process.ts'
+import { signalName } from '../signals.ts'
+import type { TerminalTransport } from '../terminal.ts'
+import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, resizeFrame, spawnFrame } from './protocol.ts'
+
+/**
+ * The output a held terminal lets be in flight towards its reader (bytes): granted to the
+ * holder and not yet taken by the terminal's reader. Chunks reach terminal-bash at most this
+ * large; it pays per chunk in proportion to its scrollback, so a smaller bound costs throughput,
+ * and a larger one lengthens the drain after a cancel (measured by `npm run bench`, rows
+ * `cancel-to-prompt` and `terminal throughput`).
+ */
+export const HOLDER_CREDIT_BYTES = 256 * 1024
+
+/** Stderr of the holder kept for messages (bytes). */
+const STDERR_KEPT_BYTES = 4096
+
+/** What {@link openHeldTerminal} starts. */
+export interface HeldTerminalStart {
+  /** The start wrapper (boundary.ts), run by the holder as `/bin/sh -c SCRIPT` on the new PTY. */
+  script: string
+  /** The PTY's window size at start, in character cells (set before the shell runs). */
+  rows: number
+  cols: number
+  /** World description for messages. */
+  where: string
+}
+
+/**
+ * Drive dsh-pty on `pipe` (a process running the holder, stdin attached): send the spawn frame
+ * and resolve once the holder forked the shell.
+ * @returns a {@link TerminalTransport} whose `output` carries the PTY's bytes exactly.
+ * @throws SpawnFailedError when the holder reports it cannot start a shell (its reason), or ends
+ *   first (its stderr); TransportError when the pipe breaks first.
+ */
+export function openHeldTerminal(pipe: ProcessTransport, start: HeldTerminalStart): Promise<TerminalTransport> {
+  const stdin = pipe.stdin
+  if (stdin === undefined) return Promise.reject(new TypeError('openHeldTerminal needs a transport with stdin'))
+  return new Promise((resolve, reject) => {
+    const terminal = new HeldTerminal(pipe, stdin, start, { resolve, reject })
+    terminal.begin()
+  })
+}
+
+class HeldTerminal implements TerminalTransport {
+  readonly output: Readable
+  readonly sizeSetAtStart = true
+  private readonly pipe: ProcessTransport
+  private readonly stdin: NonNullable<ProcessTransport['stdin']>
+  private readonly start: HeldTerminalStart
+  private readonly reader = new HolderFrameReader()
+  private readonly opened: { resolve(transport: TerminalTransport): void; reject(error: Error): void }
+  private started = false
+  /** Credit granted to the holder in all (bytes). */
+  private granted = HOLDER_CREDIT_BYTES
+  /** Output received in all (bytes). */
+  private received = 0
+  private stderr = ''
+  private outcome: SubprocessOutcome | undefined
+  private failure: Error | undefined
+  private readonly settled = Promise.withResolvers<void>()
+  private outputEnded = false
+
+  constructor(pipe: ProcessTransport, stdin: NonNullable<ProcessTransport['stdin']>, start: HeldTerminalStart, opened: HeldTerminal['opened']) {
+    this.pipe = pipe
+    this.stdin = stdin
+    this.start = start
+    this.opened = opened
+    // Readable calls read() before it hands the buffered bytes over (the buffer still looks
+    // full then), and not again until a push: the grant is counted after the hand-over.
+    this.output = new Readable({ highWaterMark: HOLDER_CREDIT_BYTES, read: () => process.nextTick(() => this.grant()) })
+    // Every listener where the pipe is handed over: a fast shell's frames arrive at once.
+    pipe.stdout.on('data', (chunk: Buffer) => this.receive(chunk))
+    pipe.stdout.once('end', () => this.ended())
+    pipe.stdout.once('close', () => this.ended())
+    pipe.stdout.on('error', error => this.broke(error))
+    pipe.stderr.on('data', (chunk: Buffer) => {
+      if (this.stderr.length < STDERR_KEPT_BYTES) this.stderr += chunk.toString('utf8').slice(0, STDERR_KEPT_BYTES - this.stderr.length)
+    })
+    pipe.stderr.on('error', () => undefined)
+    stdin.on('error', error => this.broke(error))
+    this.settled.promise.catch(() => undefined)
+  }
+
+  begin(): void {
+    this.send(spawnFrame(this.start.rows, this.start.cols, HOLDER_CREDIT_BYTES, this.start.script)).catch(error => this.broke(error as Error))
+  }
+
+  write(data: Buffer): Promise<void> {
+    return this.send(inputFrames(data))
+  }
+
+  resize(rows: number, cols: number): Promise<void> {
+    return this.send(resizeFrame(rows, cols))
+  }
+
+  /**
+   * The shell's wait status from the holder's exit frame.
+   * @throws TransportError when the pipe broke, or the holder ended without reporting (it was
+   *   killed: the shell's status is unknown).
+   */
+  async exit(): Promise<SubprocessOutcome> {
+    await this.settled.promise
+    if (this.outcome !== undefined) return this.outcome
+    let holder = 'its status unknown'
+    try {
+      const facts = await this.pipe.exit()
+      holder = facts.signal !== null ? `killed by ${facts.signal}` : `exit code ${facts.exitCode}`
+    } catch (error) {
+      throw this.failure ?? error
+    }
+    throw this.failure ?? new TransportError(`${this.start.where}: the terminal's holder (dsh-pty) ended without reporting the shell's status (${holder})${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`)
+  }
+
+  close(): void {
+    this.pipe.close()
+  }
+
+  private send(bytes: Buffer): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.stdin.destroyed || this.stdin.writableEnded) {
+        reject(new TransportError(`${this.start.where}: the terminal's pipe is closed`))
+        return
+      }
+      this.stdin.write(bytes, error => error ? reject(new TransportError(`${this.start.where}: write to the terminal failed: ${error.message}`, { cause: error })) : resolve())
+    })
+  }
+
+  /**
+   * Grant the holder what the reader has room for: the window less what is in flight and what
+   * `output` holds untaken. Granted in steps of at least a quarter window (one frame each), or
+   * whatever the room is when nothing is in flight: no push would come to ask again.
+   */
+  private grant(): void {
+    if (this.outcome !== undefined || this.failure !== undefined) return
+    const inFlight = this.granted - this.received
+    const room = HOLDER_CREDIT_BYTES - inFlight - this.output.readableLength
+    if (room <= 0 || (room < HOLDER_CREDIT_BYTES / 4 && inFlight > 0)) return
+    this.granted += room
+    this.send(creditFrame(room)).catch(() => undefined)
+  }
+
+  private receive(chunk: Buffer): void {
+    let frames: HolderFrame[]
+    try {
+      frames = this.reader.push(chunk)
+    } catch (error) {
+      this.broke(error as Error)
+      this.pipe.close()
+      return
+    }
+    for (const frame of frames) {
+      switch (frame.type) {
+        case 'output':
+          this.received += frame.data.length
+          this.output.push(frame.data)
+          break
+        case 'started':
+          if (!this.started) {
+            this.started = true
+            this.opened.resolve(this)
+          }
+          break
+        case 'exit':
+          this.outcome = frame.signal === null
+            ? { exitCode: frame.code, signal: null }
+            : { exitCode: null, signal: signalName(frame.signal) ?? null }
+          this.finish()
+          break
+        case 'error':
+          this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))
+          break
+        case 'hello':
+        case 'unknown':
+          break
+      }
+    }
+    this.grant()
+  }
+
+  private ended(): void {
+    if (!this.started) {
+      const said = this.stderr.trim()
+      this.opened.reject(new SpawnFailedError(`the terminal's holder (dsh-pty) in ${this.start.where} ended before it started a shell${said.length > 0 ? `: ${said}` : ''}`))
+    }
+    this.finish()
+  }
+
+  private broke(error: Error): void {
+    if (this.outcome !== undefined) return
+    this.failure ??= error instanceof TransportError ? error : new TransportError(`${this.start.where}: the terminal's pipe failed: ${error.message}`, { cause: error })
+    this.opened.reject(this.failure)
+    this.finish()
+  }
+
+  /** End `output` (after every byte received) and let `exit()` answer. */
+  private finish(): void {
+    if (!this.outputEnded) {
+      this.outputEnded = true
+      this.output.push(null)
+    }
+    this.settled.resolve()
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * Whether a world's terminals get dsh-pty (held-terminal.ts) and where it is: the holder is a
+ * world tool (world-tools/install.ts), copied in once per user by content hash. A world where no
+ * copy can run (an architecture without a build, every cache directory read-only or noexec) keeps
+ * the PTY the engine or sshd allocates: its terminals work, but a signal death reads as 128+N in
+ * Docker and a cancel under a flood drains what the transport buffered.
+ * @module dsh-remote-worlds/providers/remote/pty-holder/holder-install
+ */
+import { WorldToolUnavailableError } from '../errors.ts'
+import { shQuote } from '../quote.ts'
+import { installWorldTool } from '../world-tools/install.ts'
+import type { WorldOwner } from '../world-owner.ts'
+
+/** Where a world's terminals stand: the holder's path, or why there is none. */
+export type TerminalHolder = { path: string } | { unavailable: string }
+
+const refused = new WeakMap<WorldOwner, string>()
+
+/**
+ * The holder of the owner's world, installing it on first use. A refusal is kept for the
+ * owner's life (the next terminals do not retry the copy); a failure to reach the world is not.
+ * @throws the owner's errors when the world cannot be reached.
+ */
+export async function terminalHolder(owner: WorldOwner): Promise<TerminalHolder> {
+  const known = refused.get(owner)
+  if (known !== undefined) return { unavailable: known }
+  try {
+    return { path: (await installWorldTool(owner, 'dsh-pty')).path }
+  } catch (error) {
+    if (!(error instanceof WorldToolUnavailableError)) throw error
+    refused.set(owner, error.message)
+    return { unavailable: error.message }
+  }
+}
+
+/** The exec script that runs the holder at `path` (`sh -c SCRIPT` in both worlds). */
+export function holderScript(path: string): string {
+  return `exec ${shQuote(path)}`
+}

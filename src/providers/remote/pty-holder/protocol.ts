@@ -1,0 +1,115 @@
+/**
+ * The frames between the client and dsh-pty, the terminal's world-side parent (dsh-pty.c states
+ * the protocol; this is its client half). Every frame is u8 type, u32 payload length
+ * (little-endian), payload.
+ * @module dsh-remote-worlds/providers/remote/pty-holder/protocol
+ */
+
+/** The protocol this client speaks; dsh-pty's hello carries its own (`dsh-pty 1 x86_64`). */
+export const HOLDER_PROTOCOL = '1'
+
+/** The largest frame dsh-pty accepts (bytes, header excluded; MAX_FRAME in dsh-pty.c). */
+export const MAX_HOLDER_FRAME = 1 << 20
+
+/** A frame from dsh-pty, decoded. */
+export type HolderFrame =
+  /** `H`: the holder runs; its version line. */
+  | { type: 'hello'; text: string }
+  /** `P`: the shell was forked; its pid in the world's pid namespace. */
+  | { type: 'started'; pid: number }
+  /** `O`: PTY output bytes. */
+  | { type: 'output'; data: Buffer }
+  /** `X`: the shell's wait status: an exit code, or the number of the signal that killed it. */
+  | { type: 'exit'; code: number; signal: null } | { type: 'exit'; code: null; signal: number }
+  /** `E`: why no shell could start. */
+  | { type: 'error'; text: string }
+  /** A type this client does not know (a newer holder); skipped. */
+  | { type: 'unknown'; code: number }
+
+function frame(type: string, payload: Buffer): Buffer {
+  const header = Buffer.alloc(5)
+  header[0] = type.charCodeAt(0)
+  header.writeUInt32LE(payload.length, 1)
+  return Buffer.concat([header, payload])
+}
+
+/**
+ * The spawn frame: the PTY's window size (character cells), the output the client can take at
+ * once (bytes), and the script dsh-pty runs as `/bin/sh -c SCRIPT` on the new PTY.
+ * @throws RangeError when the script does not fit one frame.
+ */
+export function spawnFrame(rows: number, cols: number, credit: number, script: string): Buffer {
+  const text = Buffer.from(script, 'utf8')
+  if (text.length + 8 > MAX_HOLDER_FRAME) throw new RangeError(`a terminal script of ${text.length} bytes does not fit a dsh-pty frame (${MAX_HOLDER_FRAME} bytes)`)
+  const head = Buffer.alloc(8)
+  head.writeUInt16LE(rows, 0)
+  head.writeUInt16LE(cols, 2)
+  head.writeUInt32LE(credit, 4)
+  return frame('S', Buffer.concat([head, text]))
+}
+
+/** Input frames for `data`, split so that none exceeds {@link MAX_HOLDER_FRAME}. */
+export function inputFrames(data: Buffer): Buffer {
+  if (data.length <= MAX_HOLDER_FRAME) return frame('I', data)
+  const parts: Buffer[] = []
+  for (let at = 0; at < data.length; at += MAX_HOLDER_FRAME) parts.push(frame('I', data.subarray(at, at + MAX_HOLDER_FRAME)))
+  return Buffer.concat(parts)
+}
+
+/** The resize frame (character cells; TIOCSWINSZ in the world). */
+export function resizeFrame(rows: number, cols: number): Buffer {
+  const payload = Buffer.alloc(4)
+  payload.writeUInt16LE(rows, 0)
+  payload.writeUInt16LE(cols, 2)
+  return frame('R', payload)
+}
+
+/** A credit frame: the client can take `bytes` more output. */
+export function creditFrame(bytes: number): Buffer {
+  const payload = Buffer.alloc(4)
+  payload.writeUInt32LE(bytes, 0)
+  return frame('C', payload)
+}
+
+/**
+ * Splits dsh-pty's stdout into frames, whatever its chunking.
+ */
+export class HolderFrameReader {
+  private buffer: Buffer = Buffer.alloc(0)
+
+  /**
+   * Consume one chunk of the holder's stdout.
+   * @returns the frames it completed, in order.
+   * @throws RangeError for a frame longer than {@link MAX_HOLDER_FRAME} (not dsh-pty speaking).
+   */
+  push(chunk: Buffer): HolderFrame[] {
+    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
+    const frames: HolderFrame[] = []
+    let at = 0
+    while (this.buffer.length - at >= 5) {
+      const length = this.buffer.readUInt32LE(at + 1)
+      if (length > MAX_HOLDER_FRAME) throw new RangeError(`dsh-pty sent a frame of ${length} bytes (at most ${MAX_HOLDER_FRAME}): the stream is not the holder's protocol`)
+      if (this.buffer.length - at < 5 + length) break
+      frames.push(decode(this.buffer[at]!, this.buffer.subarray(at + 5, at + 5 + length)))
+      at += 5 + length
+    }
+    this.buffer = at === this.buffer.length ? Buffer.alloc(0) : this.buffer.subarray(at)
+    return frames
+  }
+
+  /** Bytes held of an incomplete frame. */
+  get pendingBytes(): number {
+    return this.buffer.length
+  }
+}
+
+function decode(code: number, payload: Buffer): HolderFrame {
+  switch (String.fromCharCode(code)) {
+    case 'H': return { type: 'hello', text: payload.toString('utf8') }
+    case 'P': return { type: 'started', pid: payload.readUInt32LE(0) }
+    case 'O': return { type: 'output', data: payload }
+    case 'X': return payload[0] === 1 ? { type: 'exit', code: null, signal: payload[1]! } : { type: 'exit', code: payload[1]!, signal: null }
+    case 'E': return { type: 'error', text: payload.toString('utf8') }
+    default: return { type: 'unknown', code }
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Both builds of the terminal's world-side parent (dist/world-tools/linux-{x86_64,aarch64}/dsh-pty)
+ * keep its promises, driven by the package's own client (src/providers/remote/pty-holder/): the
+ * x86_64 build run directly, the aarch64 one under `qemu-aarch64-static` (user-mode emulation;
+ * .ci/run installs it), each as a child of this test on a plain pipe, as a world runs it.
+ */
+import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { describe, expect, it } from 'vitest'
+import { HOLDER_CREDIT_BYTES, openHeldTerminal } from '../../src/providers/remote/pty-holder/held-terminal.ts'
+import { HolderFrameReader, creditFrame, spawnFrame } from '../../src/providers/remote/pty-holder/protocol.ts'
+import type { ProcessTransport } from '../../src/providers/remote/process.ts'
+import type { TerminalTransport } from '../../src/providers/remote/terminal.ts'
+import { worldTool } from '../../src/providers/remote/world-tools/manifest.ts'
+import { ROOT } from '../helpers/built-package.ts'
+
+type Arch = 'x86_64' | 'aarch64'
+
+function holderProcess(arch: Arch): ProcessTransport {
+  expect(worldTool('dsh-pty', arch).hostPath).toBe(join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty'))
+  const path = join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty')
+  const child = arch === 'x86_64' ? spawn(path, [], { stdio: ['pipe', 'pipe', 'pipe'] }) : spawn('qemu-aarch64-static', [path], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const exited = new Promise<SubprocessOutcome>(resolve => child.once('exit', (exitCode, signal) => resolve({ exitCode, signal })))
+  child.stdin.on('error', () => undefined)
+  return { stdout: child.stdout, stderr: child.stderr, stdin: child.stdin, exit: () => exited, close: () => child.kill('SIGKILL') }
+}
+
+function open(arch: Arch, script: string, size = { rows: 24, cols: 80 }): Promise<TerminalTransport> {
+  return openHeldTerminal(holderProcess(arch), { script, ...size, where: `the ${arch} build` })
+}
+
+/** Whether pid (a process of this machine) runs: /proc has it, and not as a zombie. */
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
+
+async function everything(terminal: TerminalTransport): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const chunk of terminal.output) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks)
+}
+
+for (const arch of ['x86_64', 'aarch64'] as const) {
+  describe(`dsh-pty, the ${arch} build`, () => {
+    it('answers --version with its protocol and architecture', async () => {
+      const path = join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty')
+      const child = arch === 'x86_64' ? spawn(path, ['--version']) : spawn('qemu-aarch64-static', [path, '--version'])
+      let out = ''
+      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+      await new Promise(resolve => child.once('close', resolve))
+      expect(out).toBe(`dsh-pty 1 ${arch}\n`)
+    })
+
+    it('runs the script as the leader of a new session whose controlling tty is the PTY, at the spawn size', async () => {
+      const terminal = await open(arch, 'read -r _ _ _ _ _ sid _ tpgid _ </proc/$$/stat; echo "sid=$((sid == $$)) fg=$((tpgid == $$)) tty=$(tty) size=$(stty size)"', { rows: 33, cols: 101 })
+      const text = (await everything(terminal)).toString()
+      expect(text).toMatch(/^sid=1 fg=1 tty=\/dev\/pts\/\d+ size=33 101\r\n$/)
+      expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
+    })
+
+    it('reports a signal death and an exit code of 128+N apart: kill -9 $$ is SIGKILL, exit 137 is 137', async () => {
+      const killed = await open(arch, 'kill -9 $$')
+      await everything(killed)
+      expect(await killed.exit()).toEqual({ exitCode: null, signal: 'SIGKILL' })
+      const exited = await open(arch, 'exit 137')
+      await everything(exited)
+      expect(await exited.exit()).toEqual({ exitCode: 137, signal: null })
+    })
+
+    it('delivers 8 MiB of output byte for byte, and a resize reaches the program as SIGWINCH with the new size', async () => {
+      const terminal = await open(arch, 'stty raw -echo; trap \'echo; echo "winch $(stty size)"; exit 0\' WINCH; head -c 8388608 /dev/zero | tr "\\0" x; while :; do sleep 0.05; done')
+      const chunks: Buffer[] = []
+      let total = 0
+      const done = (async () => {
+        for await (const chunk of terminal.output) {
+          chunks.push(chunk as Buffer)
+          total += (chunk as Buffer).length
+          if (total === 8388608) await terminal.resize(40, 120)
+        }
+      })()
+      await done
+      const all = Buffer.concat(chunks)
+      expect(createHash('sha256').update(all.subarray(0, 8388608)).digest('hex')).toBe(createHash('sha256').update(Buffer.alloc(8388608, 'x')).digest('hex'))
+      // Raw mode: no output processing (OPOST off), so newlines stay bare.
+      expect(all.subarray(8388608).toString()).toBe('\nwinch 40 120\n')
+      expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
+    })
+
+    it('reads the PTY only as far as the reader takes: a paused reader holds at most the credit window', async () => {
+      const terminal = await open(arch, 'head -c 16777216 /dev/zero; echo end')
+      terminal.output.pause()
+      // The window fills, then nothing more arrives while the reader is paused.
+      await expect.poll(() => terminal.output.readableLength, { timeout: 20_000 }).toBeGreaterThanOrEqual(HOLDER_CREDIT_BYTES * 3 / 4)
+      await new Promise(resolve => setTimeout(resolve, 300))
+      expect(terminal.output.readableLength).toBeLessThanOrEqual(HOLDER_CREDIT_BYTES)
+      const rest = await everything(terminal)
+      expect(rest.length + HOLDER_CREDIT_BYTES).toBeGreaterThan(16777216)
+      expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
+    }, 60_000)
+
+    it('input reaches the program through the PTY line discipline (echo on, ICRNL)', async () => {
+      const terminal = await open(arch, 'read -r line; echo "got=$line"')
+      await terminal.write(Buffer.from('hello\r'))
+      expect((await everything(terminal)).toString()).toBe('hello\r\ngot=hello\r\n')
+      expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
+    })
+
+    it('hangs the terminal up when its stdin ends (the client went away): the shell gets SIGHUP and the holder exits 0', async () => {
+      const holder = holderProcess(arch)
+      const reader = new HolderFrameReader()
+      const frames: string[] = []
+      let shell = 0
+      holder.stdout.on('data', (chunk: Buffer) => {
+        for (const frame of reader.push(chunk)) {
+          frames.push(frame.type)
+          if (frame.type === 'started') shell = frame.pid
+        }
+      })
+      holder.stdin!.write(spawnFrame(24, 80, 65536, 'trap "" INT; sleep 1000'))
+      await expect.poll(() => frames.includes('started')).toBe(true)
+      holder.stdin!.write(creditFrame(1024))
+      holder.stdin!.end()
+      expect(await holder.exit()).toEqual({ exitCode: 0, signal: null })
+      expect(frames).toEqual(['hello', 'started'])
+      // The shell (a child of the holder on this machine) ended of the hangup.
+      expect(shell).toBeGreaterThan(1)
+      await expect.poll(() => running(shell), { timeout: 10_000 }).toBe(false)
+    })
+
+    it('a script that execs a missing program ends with the shell\'s 127 and its message', async () => {
+      const terminal = await open(arch, 'exec /nonexistent/program')
+      const text = (await everything(terminal)).toString()
+      expect(text).toContain('/nonexistent/program')
+      expect(await terminal.exit()).toEqual({ exitCode: 127, signal: null })
+    })
+  })
+}
