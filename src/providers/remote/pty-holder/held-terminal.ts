@@ -6,7 +6,7 @@
  *   `{ exitCode: 137, signal: null }` for `exit 137` (Docker's ExecInspect says 137 for both);
  * - bounded output in flight: the holder reads the PTY only as far as this side granted credit,
  *   and this side grants it as the terminal's reader takes the bytes, so a cancel under an output
- *   flood drains at most {@link HOLDER_CREDIT_BYTES} plus the PTY's own buffer;
+ *   flood drains at most the terminal's window (flow-budget.ts) plus the PTY's own buffer;
  * - a terminal that settles on the holder's exit frame, without waiting for the engine or sshd
  *   to report the end of the exec.
  * @module dsh-remote-worlds/providers/remote/pty-holder/held-terminal
@@ -17,14 +17,12 @@ import { SpawnFailedError, TransportError } from '../errors.ts'
 import type { ProcessTransport } from '../process.ts'
 import { signalName } from '../signals.ts'
 import type { TerminalTransport } from '../terminal.ts'
+import { MAX_WINDOW_BYTES, flowWindow, leaveFlow } from './flow-budget.ts'
 import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, resizeFrame, spawnFrame } from './protocol.ts'
 
 /**
- * The output a held terminal lets be in flight towards its reader (bytes): granted to the
- * holder and not yet taken by the terminal's reader. Chunks reach terminal-bash at most this
- * large; it pays per chunk in proportion to its scrollback, so a smaller bound costs throughput,
- * and a larger one lengthens the drain after a cancel (measured by `npm run bench`, rows
- * `cancel-to-prompt` and `terminal throughput`).
+ * The credit a held terminal starts with (bytes), before any output told how busy the process's
+ * terminals are; afterwards its window is its share of the flow budget (flow-budget.ts).
  */
 export const HOLDER_CREDIT_BYTES = 256 * 1024
 
@@ -76,6 +74,8 @@ class HeldTerminal implements TerminalTransport {
   private failure: Error | undefined
   private readonly settled = Promise.withResolvers<void>()
   private outputEnded = false
+  /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
+  private window = HOLDER_CREDIT_BYTES
 
   constructor(pipe: ProcessTransport, stdin: NonNullable<ProcessTransport['stdin']>, start: HeldTerminalStart, opened: HeldTerminal['opened']) {
     this.pipe = pipe
@@ -84,7 +84,7 @@ class HeldTerminal implements TerminalTransport {
     this.opened = opened
     // Readable calls read() before it hands the buffered bytes over (the buffer still looks
     // full then), and not again until a push: the grant is counted after the hand-over.
-    this.output = new Readable({ highWaterMark: HOLDER_CREDIT_BYTES, read: () => process.nextTick(() => this.grant()) })
+    this.output = new Readable({ highWaterMark: MAX_WINDOW_BYTES, read: () => process.nextTick(() => this.grant()) })
     // Every listener where the pipe is handed over: a fast shell's frames arrive at once.
     pipe.stdout.on('data', (chunk: Buffer) => this.receive(chunk))
     pipe.stdout.once('end', () => this.ended())
@@ -94,7 +94,9 @@ class HeldTerminal implements TerminalTransport {
       if (this.stderr.length < STDERR_KEPT_BYTES) this.stderr += chunk.toString('utf8').slice(0, STDERR_KEPT_BYTES - this.stderr.length)
     })
     pipe.stderr.on('error', () => undefined)
-    stdin.on('error', error => this.broke(error))
+    // A write that fails (EPIPE: the holder already exited) decides nothing: the holder's
+    // stdout still carries its last frames, and its end says whether an exit frame came.
+    stdin.on('error', () => undefined)
     this.settled.promise.catch(() => undefined)
   }
 
@@ -150,8 +152,8 @@ class HeldTerminal implements TerminalTransport {
   private grant(): void {
     if (this.outcome !== undefined || this.failure !== undefined) return
     const inFlight = this.granted - this.received
-    const room = HOLDER_CREDIT_BYTES - inFlight - this.output.readableLength
-    if (room <= 0 || (room < HOLDER_CREDIT_BYTES / 4 && inFlight > 0)) return
+    const room = this.window - inFlight - this.output.readableLength
+    if (room <= 0 || (room < this.window / 4 && inFlight > 0)) return
     this.granted += room
     this.send(creditFrame(room)).catch(() => undefined)
   }
@@ -169,6 +171,7 @@ class HeldTerminal implements TerminalTransport {
       switch (frame.type) {
         case 'output':
           this.received += frame.data.length
+          this.window = flowWindow(this)
           this.output.push(frame.data)
           break
         case 'started':
@@ -211,6 +214,7 @@ class HeldTerminal implements TerminalTransport {
 
   /** End `output` (after every byte received) and let `exit()` answer. */
   private finish(): void {
+    leaveFlow(this)
     if (!this.outputEnded) {
       this.outputEnded = true
       this.output.push(null)

@@ -1,0 +1,46 @@
+/**
+ * The output in flight that all held terminals of this process share (bytes), split among the
+ * ones that are busy: a terminal's credit window (held-terminal.ts) is the budget over the number
+ * of terminals that received output lately, within [{@link MIN_WINDOW_BYTES},
+ * {@link MAX_WINDOW_BYTES}].
+ *
+ * Why shared: everything in flight when a cancel's SIGINT lands must pass terminal-bash before
+ * the prompt can, and terminal-bash takes a few MB a second in all, on the one event loop every
+ * terminal shares. One flooding terminal may keep a large window (terminal-bash pays per chunk in
+ * proportion to its scrollback, so larger chunks are faster); twenty flooding at once must each
+ * keep a small one, or their cancels wait behind each other's backlog (issue 21: 20 floods, ~1.5 MB
+ * each in flight, came back after 5.5 s at p90).
+ * @module dsh-remote-worlds/providers/remote/pty-holder/flow-budget
+ */
+
+/** The output in flight all busy terminals share (bytes). */
+export const FLOW_BUDGET_BYTES = 1024 * 1024
+/** The smallest window a terminal gets, however many are busy (bytes). */
+export const MIN_WINDOW_BYTES = 64 * 1024
+/** The largest window a terminal gets, alone or not (bytes). */
+export const MAX_WINDOW_BYTES = 1024 * 1024
+/** How recently a terminal must have received output to count as busy (ms). */
+export const BUSY_WITHIN_MS = 1000
+
+/** Terminals by when they last received output (performance.now() ms). */
+const busy = new Map<object, number>()
+
+/**
+ * Note that `terminal` received output now, and return its window: the share of
+ * {@link FLOW_BUDGET_BYTES} of each busy terminal, in bytes.
+ */
+export function flowWindow(terminal: object): number {
+  const now = performance.now()
+  busy.set(terminal, now)
+  let count = 0
+  for (const [key, at] of busy) {
+    if (now - at > BUSY_WITHIN_MS) busy.delete(key)
+    else count += 1
+  }
+  return Math.max(MIN_WINDOW_BYTES, Math.min(MAX_WINDOW_BYTES, Math.floor(FLOW_BUDGET_BYTES / count)))
+}
+
+/** Forget `terminal` (it ended): it no longer counts as busy. */
+export function leaveFlow(terminal: object): void {
+  busy.delete(terminal)
+}
