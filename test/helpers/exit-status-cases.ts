@@ -7,6 +7,7 @@
 import { Context } from '@deepseek-ai/cordis'
 import type { SubprocessHandle, SubprocessOutcome, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio } from '@deepseek-ai/dsh-subprocess'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { ControlChannel } from '../../src/providers/remote/control-channel.ts'
 
 /** What a world supplies. */
 export interface ExitStatusWorld {
@@ -115,6 +116,23 @@ export function exitStatusCases(world: ExitStatusWorld, options: { spawns: numbe
       }))
       await prompt
       await terminal.terminate()
+      expect(await terminal.done).toEqual({ exitCode: null, signal: 'SIGKILL' })
+    }, 60_000)
+
+    it('a shell that stops its own parent (kill -STOP $PPID): terminate() continues it, so done is still the true status, and nothing is left', async () => {
+      const terminal = await runtime.spawnTerminal({ argv: ['bash', '--norc', '--noprofile', '-i'], cwd: '/tmp', env: { PS1: 'ready> ' }, rows: 24, cols: 80, graceMs: 1_000 })
+      let seen = ''
+      terminal.output.on('data', (chunk: Buffer) => { seen += chunk.toString('utf8') })
+      await terminal.write('echo "parent=$PPID"\n')
+      await expect.poll(() => /parent=(\d+)\r\n/.test(seen), { timeout: 20_000 }).toBe(true)
+      const parent = Number(/parent=(\d+)\r\n/.exec(seen)![1])
+      const control = await (runtime as unknown as { control(): Promise<ControlChannel> }).control()
+      expect((await control.stat(parent))?.state).toMatch(/^[RS]$/)
+      await terminal.write('kill -STOP $PPID\n')
+      await expect.poll(async () => (await control.stat(parent))?.state, { timeout: 20_000 }).toBe('T')
+      await terminal.terminate()
+      // Gone, or a zombie its own parent (the engine's exec, sshd) has not reaped yet.
+      await expect.poll(async () => { const stat = await control.stat(parent); return stat === undefined || stat.state === 'Z' }, { timeout: 10_000 }).toBe(true)
       expect(await terminal.done).toEqual({ exitCode: null, signal: 'SIGKILL' })
     }, 60_000)
 

@@ -27,9 +27,12 @@ function dockerWorld(runtimeConfig: DockerRuntimeConfig, mode?: Mode, workspaceR
  * src/providers/docker/exec-pool/) and the command names of everything else, in pid order.
  */
 function splitPooled(text: string): { pooled: string[]; others: string[] } {
-  const lines = text.trim().split('\n').map(line => line.trim())
-  const isPooled = (line: string): boolean => /^sh +\/bin\/sh -c .* dsh-(launcher|standby) [0-9a-f]{32}$/.test(line)
-  return { pooled: lines.filter(isPooled), others: lines.filter(line => !isPooled(line)).map(line => line.split(/ +/)[0]!) }
+  // Rows of `ps -o pid=,ppid=,comm=,args=`.
+  const rows = text.trim().split('\n').map(line => line.trim().split(/ +/)).map(([pid, ppid, comm, ...args]) => ({ pid: pid!, ppid: ppid!, comm: comm!, args: args.join(' ') }))
+  // Pooled: a launcher or TTY standby (a `sh` named after its program), or a holder standby (a
+  // dsh-pty with no shell under it yet; a terminal's own dsh-pty is its shell's parent).
+  const isPooled = (row: (typeof rows)[number]): boolean => /^\/bin\/sh -c .* dsh-(launcher|standby) [0-9a-f]{32}$/.test(row.args) || (row.comm === 'dsh-pty' && !rows.some(child => child.ppid === row.pid))
+  return { pooled: rows.filter(isPooled).map(row => row.comm), others: rows.filter(row => !isPooled(row)).map(row => row.comm) }
 }
 
 function containerOf(world: RemoteWorld): string {
@@ -182,10 +185,10 @@ describe('Docker limits, network and capabilities of a confined container', () =
     expect(await run(terminal, 'timeout -s KILL 5 bash -c \'f(){ f|f& }; f; sleep 60\' >/tmp/bomb.log 2>&1; echo "rc=$?"')).toBe('Killed\nrc=137')
     expect(await run(terminal, 'grep -m1 -o "fork: retry: Resource temporarily unavailable" /tmp/bomb.log')).toBe('fork: retry: Resource temporarily unavailable')
     // Every bomb process is gone: init, the container's lifeline (sh), the control channel (sh),
-    // this shell, ps; besides them only the world's pooled execs (a launcher, and a standby
-    // when its start came before the bomb), each a `sh` named after its program.
-    const table = splitPooled(await run(terminal, 'ps -ww -e -o comm=,args='))
-    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'bash', 'ps'])
+    // this shell's parent (dsh-pty), this shell, ps; besides them only the world's pooled execs
+    // (a launcher, and a standby when its start came before the bomb).
+    const table = splitPooled(await run(terminal, 'ps -ww -e -o pid=,ppid=,comm=,args='))
+    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'dsh-pty', 'bash', 'ps'])
     expect(table.pooled.length).toBeGreaterThanOrEqual(1)
     expect(await run(terminal, 'echo alive')).toBe('alive')
     await terminal.close()
@@ -244,7 +247,7 @@ describe('attached containers are inspected', () => {
     expect((failure as Error).message.endsWith(`Runner failure: docker container ${plain.id.slice(0, 12)} does not enforce read-only for workspace /root: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`)).toBe(true)
     // Nothing but init, the container's command, the control channel and the pooled execs
     // (which run no program until handed one) ever ran: no bash.
-    expect(splitPooled((await execIn(plain.id, ['ps', '-ww', '-e', '-o', 'comm=,args=', '--sort', 'pid'])).stdout).others).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
+    expect(splitPooled((await execIn(plain.id, ['ps', '-ww', '-e', '-o', 'pid=,ppid=,comm=,args=', '--sort', 'pid'])).stdout).others).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
     expect(logLines(world)).toEqual([`info: WARNING: sandbox mode read-only cannot be enforced in docker container ${plain.id.slice(0, 12)} (attached); terminals will fail closed: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`])
   })
 

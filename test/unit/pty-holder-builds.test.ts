@@ -109,6 +109,22 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
     }, 60_000)
 
+    it('signals the PTY\'s foreground group on request, and refuses SIGKILL to the program\'s own group', async () => {
+      const terminal = await open(arch, 'echo "pid=$$"; trap "echo int; exit 4" INT; while :; do sleep 0.05; done')
+      let seen = ''
+      terminal.output.on('data', (chunk: Buffer) => { seen += chunk.toString() })
+      await expect.poll(() => /pid=(\d+)\r\n/.exec(seen)?.[1]).toBeDefined()
+      const pid = Number(/pid=(\d+)\r\n/.exec(seen)![1])
+      const program = { pid, starttime: 0 }
+      // Not interactive: no job control, so the foreground group is the shell's own (its pid).
+      expect(await terminal.signalForeground!(program, 'KILL')).toEqual({ kind: 'refused', pgid: pid })
+      expect(await terminal.signalForeground!(program, 'INT')).toEqual({ kind: 'signalled', pgid: pid })
+      await new Promise<void>(resolve => terminal.output.once('end', resolve))
+      expect(seen).toMatch(/\r\nint\r\n$/)
+      expect(await terminal.exit()).toEqual({ exitCode: 4, signal: null })
+      expect(await terminal.signalForeground!(program, 'INT')).toEqual({ kind: 'gone' })
+    })
+
     it('input reaches the program through the PTY line discipline (echo on, ICRNL)', async () => {
       const terminal = await open(arch, 'read -r line; echo "got=$line"')
       await terminal.write(Buffer.from('hello\r'))

@@ -350,7 +350,7 @@ export class DockerWorld {
    * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
   async openHolder(path: string, user: string | undefined): Promise<ProcessTransport> {
-    const started = await this.pool.holderStandby(user, path) ?? await this.startExec(['/bin/sh', '-c', holderScript(path)], { tty: false, user, stdin: true })
+    const started = await this.pool.holderStandby(user, path) ?? await this.startExec(['/bin/sh', '-c', holderScript(path, this.ownership?.newTag())], { tty: false, user, stdin: true })
     return this.processTransport(started, user, true)
   }
 

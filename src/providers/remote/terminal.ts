@@ -18,7 +18,7 @@ import { ReplyGuard } from '../../emulator/reply-guard.ts'
 import type { TerminalScreen } from '../../emulator/screen.ts'
 import type { EmulatorChoice } from '../../emulator/settings.ts'
 import { BoundaryScanner, buildStartWrapper, startFailure } from './boundary.ts'
-import type { ControlChannel, ProcessIdentity, RemoteSignalName } from './control-channel.ts'
+import type { ControlChannel, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from './control-channel.ts'
 import { InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
 import { ReplyDelivery } from './reply-delivery.ts'
@@ -42,6 +42,18 @@ export interface TerminalTransport {
   exit(): Promise<SubprocessOutcome>
   /** Release local resources (socket, channel). Never kills anything remotely; never throws. */
   close(): void
+  /**
+   * The pid of the shell's world-side parent (pty-holder/), in the control channel's pid
+   * namespace, once the shell started; absent or 0 where there is none. Teardown ends it when it
+   * did not report the shell's end (its own shell stopped it).
+   */
+  readonly parentPid?: number | undefined
+  /**
+   * Signal the PTY's foreground process group from the world-side parent of the shell
+   * (pty-holder/), as the control channel's `sigfg` does; absent where there is none (the
+   * control channel then signals).
+   */
+  signalForeground?(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult>
   /**
    * True when the window size is in place before the program runs, so no resize is sent at
    * start: the PTY's process was already running before the script was handed to it (a Docker
@@ -240,7 +252,10 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   // The identity comes with the marker. The stat checks the control channel sees the same
   // process; a program that already exited (`sh -c 'exit 3'`) is gone by now, which is fine:
   // its published start time still fences the teardown of whatever it left in its session.
-  const stat = await control.stat(started.pid).catch(() => undefined)
+  const [stat, parentStat] = await Promise.all([
+    control.stat(started.pid).catch(() => undefined),
+    transport.parentPid !== undefined && transport.parentPid > 0 ? control.stat(transport.parentPid).catch(() => undefined) : undefined,
+  ])
   const starttime = stat !== undefined && (started.starttime === 0 || stat.starttime === started.starttime)
     ? stat.starttime
     : stat === undefined && started.starttime > 0 ? started.starttime : undefined
@@ -258,7 +273,8 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
       throw error
     }
   }
-  const handle = new RemoteTerminalHandle(transport, start, program, outer, started.rest, emulator)
+  const parent = parentStat === undefined ? undefined : { pid: transport.parentPid!, starttime: parentStat.starttime }
+  const handle = new RemoteTerminalHandle(transport, start, program, outer, started.rest, emulator, parent)
   if (spec.signal?.aborted === true) {
     await handle.terminate().catch(() => undefined)
     throw spec.signal.reason
@@ -323,6 +339,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private warmTimer: NodeJS.Timeout | undefined
   /** Foreground probes of the caller in flight (a warm-up is needless while one runs). */
   private probing = 0
+  /** The shell's world-side parent (pty-holder/), when it has one. */
+  private readonly parent: ProcessIdentity | undefined
   /** The terminal emulator, when the start asked for one. */
   private readonly emulator: TerminalEmulator | undefined
   /** Drops a harness's second answer to a query the emulator answered (emulator/reply-guard.ts). */
@@ -342,8 +360,9 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   })
 
   /** @internal Use {@link startRemoteTerminal}. */
-  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator) {
+  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator, parent?: ProcessIdentity) {
     this.transport = transport
+    this.parent = parent
     this.start = start
     this.control = start.control
     this.identity = identity
@@ -505,7 +524,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     const name = SIGNAL_NAMES[signal]
     if (name === undefined) return Promise.reject(new Error(`unsupported terminal signal: ${String(signal)}`))
-    return this.track(this.withControl(control => control.signalForeground(this.identity, name)).then(result => {
+    // Through the shell's parent where there is one: it waits behind no other terminal's probes.
+    const delivered = this.transport.signalForeground !== undefined
+      ? this.transport.signalForeground(this.identity, name)
+      : this.withControl(control => control.signalForeground(this.identity, name))
+    return this.track(delivered.then(result => {
       switch (result.kind) {
         case 'signalled': return result.pgid
         case 'refused': throw new Error('refusing to SIGKILL the terminal shell; terminate the terminal session instead')
@@ -542,7 +565,20 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED') || !await this.start.worldEnded().catch(() => false)) throw error
     }
     // The top-level process is gone; give the transport a bounded moment to report it.
-    await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    const reported = (): Promise<unknown> => Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    await reported()
+    if (!this.exited && this.parent !== undefined) {
+      // The shell's parent did not report: its own shell stopped it (`kill -STOP $PPID`), so the
+      // shell is its unreaped zombie. Continued, it reaps and reports at once; one that still
+      // does not is ended, so nothing of the terminal is left.
+      const parent = this.parent
+      await this.withControl(control => control.kill('CONT', [parent])).catch(() => undefined)
+      await reported()
+      if (!this.exited) {
+        await this.withControl(control => control.kill('KILL', [parent])).catch(() => undefined)
+        await reported()
+      }
+    }
     this.transport.close()
     if (!this.exited) {
       this.exited = true

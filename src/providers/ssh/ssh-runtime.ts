@@ -123,7 +123,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
-    return openHeldTerminal(processTransport(await lease.exec(holderScript(holder.path)), lease.connection, true), start)
+    return openHeldTerminal(processTransport(await lease.exec(holderScript(holder.path, this.ownership.newTag())), lease.connection, true), start)
   }
 
   /** @inheritdoc */

@@ -21,13 +21,20 @@
  *   I input   bytes for the PTY input.
  *   R resize  u16 rows, u16 cols (TIOCSWINSZ on the master; the kernel sends SIGWINCH).
  *   C credit  u32 bytes more the client can take.
+ *   K signal  u32 request id, u8 signal number, u32 pid of the program the terminal runs (the
+ *             shell, or the program a sandbox wrapper runs): deliver the signal to the PTY's
+ *             foreground process group (TIOCGPGRP on the master: the kernel's answer for this
+ *             very tty, so no other tty's group can be hit), refusing SIGKILL when that group is
+ *             the program's own (its prompt).
  * Holder to client:
  *   H hello   "dsh-pty PROTOCOL ARCH", sent at start (before any frame is read).
- *   P started u32 the shell's pid (in the world's pid namespace).
+ *   P started u32 the shell's pid, u32 the holder's own pid (both in the world's pid namespace).
  *   O output  PTY output bytes (never more in flight than the credit granted).
  *   X exit    u8 kind (0 exited, 1 killed by a signal), u8 exit code or signal number, u8 core
  *             dumped. The last frame; the holder then closes the PTY and exits 0.
  *   E error   text: why no shell could start (openpt, fork). The holder then exits 1.
+ *   k signal reply  u32 request id, u8 outcome (0 signalled, 1 refused, 2 failed, 3 gone: the
+ *             shell ended), u32 the foreground group (0 when gone).
  *
  * Lifetime: the holder ends when the shell has ended (after relaying what the PTY still holds, at
  * most DRAIN_BOUND_MS), or when its stdin ends (the client closed or died): it then closes the
@@ -132,6 +139,9 @@ static void exec_shell(int slave, const char *script, const sigset_t *old_mask) 
   if (ioctl(slave, TIOCSCTTY, 0) < 0) _exit(126);
   if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) _exit(126);
   if (slave > 2) close(slave);
+  /* The holder's session tag is its own (the client's reaper ends a holder a dead client left);
+   * the shell gets the terminal's, from the start wrapper. */
+  unsetenv("DSH_REMOTE_SESSION");
   /* Ignored signals and the mask survive execve(2): give the shell the defaults. */
   signal(SIGPIPE, SIG_DFL);
   signal(SIGHUP, SIG_DFL);
@@ -270,7 +280,8 @@ int main(int argc, char **argv) {
           close(slave);
           free(script);
           fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-          unsigned char started[4] = { shell & 0xff, shell >> 8 & 0xff, shell >> 16 & 0xff, shell >> 24 & 0xff };
+          pid_t self = getpid();
+          unsigned char started[8] = { shell & 0xff, shell >> 8 & 0xff, shell >> 16 & 0xff, shell >> 24 & 0xff, self & 0xff, self >> 8 & 0xff, self >> 16 & 0xff, self >> 24 & 0xff };
           send_frame('P', started, sizeof started);
         } else if (type == 'I' && master >= 0) {
           queue_input(payload, length);
@@ -279,6 +290,19 @@ int main(int argc, char **argv) {
           ioctl(master, TIOCSWINSZ, &size);
         } else if (type == 'C' && length >= 4) {
           credit += get_u32(payload);
+        } else if (type == 'K' && length >= 9) {
+          unsigned char outcome = 3;
+          pid_t group = 0;
+          if (master >= 0 && !shell_ended) {
+            int signo = payload[4];
+            pid_t program = (pid_t)get_u32(payload + 5);
+            group = tcgetpgrp(master);
+            if (group <= 0) { outcome = 2; group = group < 0 ? 0 : group; }
+            else if (signo == SIGKILL && getpgid(program) == group) outcome = 1;
+            else outcome = kill(-group, signo) == 0 ? 0 : 2;
+          }
+          unsigned char reply[9] = { payload[0], payload[1], payload[2], payload[3], outcome, group & 0xff, group >> 8 & 0xff, group >> 16 & 0xff, group >> 24 & 0xff };
+          send_frame('k', reply, sizeof reply);
         }
         at += 5 + (size_t)length;
       }

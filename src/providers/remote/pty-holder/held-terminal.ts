@@ -14,11 +14,13 @@
 import { Readable } from 'node:stream'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { SpawnFailedError, TransportError } from '../errors.ts'
+import { constants as osConstants } from 'node:os'
+import type { ProcessIdentity, RemoteSignalName, SignalForegroundResult } from '../control-channel.ts'
 import type { ProcessTransport } from '../process.ts'
 import { signalName } from '../signals.ts'
 import type { TerminalTransport } from '../terminal.ts'
 import { MAX_WINDOW_BYTES, flowWindow, leaveFlow } from './flow-budget.ts'
-import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, resizeFrame, spawnFrame } from './protocol.ts'
+import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, resizeFrame, signalFrame, spawnFrame } from './protocol.ts'
 
 /**
  * The credit a held terminal starts with (bytes), before any output told how busy the process's
@@ -59,6 +61,8 @@ export function openHeldTerminal(pipe: ProcessTransport, start: HeldTerminalStar
 class HeldTerminal implements TerminalTransport {
   readonly output: Readable
   readonly sizeSetAtStart = true
+  /** The holder's pid in the world, the shell's parent (0 until it started the shell). */
+  parentPid = 0
   private readonly pipe: ProcessTransport
   private readonly stdin: NonNullable<ProcessTransport['stdin']>
   private readonly start: HeldTerminalStart
@@ -74,6 +78,9 @@ class HeldTerminal implements TerminalTransport {
   private failure: Error | undefined
   private readonly settled = Promise.withResolvers<void>()
   private outputEnded = false
+  /** Signal requests awaiting the holder's answer, by request id. */
+  private readonly signalling = new Map<number, (result: SignalForegroundResult) => void>()
+  private nextSignal = 1
   /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
   private window = HOLDER_CREDIT_BYTES
 
@@ -127,11 +134,33 @@ class HeldTerminal implements TerminalTransport {
     } catch (error) {
       throw this.failure ?? error
     }
-    throw this.failure ?? new TransportError(`${this.start.where}: the terminal's holder (dsh-pty) ended without reporting the shell's status (${holder})${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`)
+    throw this.failure ?? new TransportError(`${this.start.where}: the shell's parent (dsh-pty) ended before it reported the shell's status (${holder}), so the terminal hung up; something in the world ended it (a \`kill $PPID\` from the shell, say)${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`)
   }
 
   close(): void {
     this.pipe.close()
+  }
+
+  /**
+   * Signal the PTY's foreground process group through the holder: the kernel names the group
+   * (TIOCGPGRP on the master), so the request waits behind no other terminal's probes, and no
+   * other tty's group can be hit. SIGKILL to `program`'s own group (its prompt) is refused.
+   * @returns `gone` once the shell ended.
+   * @throws TransportError when the pipe is closed.
+   */
+  async signalForeground(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult> {
+    if (this.outcome !== undefined) return { kind: 'gone' }
+    const number = osConstants.signals[`SIG${signal}`]
+    const id = this.nextSignal
+    this.nextSignal = this.nextSignal >= 0xffffffff ? 1 : this.nextSignal + 1
+    const answered = new Promise<SignalForegroundResult>(resolve => this.signalling.set(id, resolve))
+    try {
+      await this.send(signalFrame(id, number, program.pid))
+    } catch (error) {
+      this.signalling.delete(id)
+      throw error
+    }
+    return answered
   }
 
   private send(bytes: Buffer): Promise<void> {
@@ -177,6 +206,7 @@ class HeldTerminal implements TerminalTransport {
         case 'started':
           if (!this.started) {
             this.started = true
+            this.parentPid = frame.holder
             this.opened.resolve(this)
           }
           break
@@ -186,6 +216,12 @@ class HeldTerminal implements TerminalTransport {
             : { exitCode: null, signal: signalName(frame.signal) ?? null }
           this.finish()
           break
+        case 'signalled': {
+          const answer = this.signalling.get(frame.id)
+          this.signalling.delete(frame.id)
+          answer?.(frame.outcome === 'gone' ? { kind: 'gone' } : { kind: frame.outcome, pgid: frame.pgid })
+          break
+        }
         case 'error':
           this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))
           break
@@ -215,6 +251,9 @@ class HeldTerminal implements TerminalTransport {
   /** End `output` (after every byte received) and let `exit()` answer. */
   private finish(): void {
     leaveFlow(this)
+    // Requests the holder never answered: its shell (and so the terminal) is gone.
+    for (const answer of this.signalling.values()) answer({ kind: 'gone' })
+    this.signalling.clear()
     if (!this.outputEnded) {
       this.outputEnded = true
       this.output.push(null)

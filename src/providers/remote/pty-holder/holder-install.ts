@@ -7,6 +7,7 @@
  * @module dsh-remote-worlds/providers/remote/pty-holder/holder-install
  */
 import { WorldToolUnavailableError } from '../errors.ts'
+import { SESSION_TAG_VARIABLE } from '../ownership.ts'
 import { shQuote } from '../quote.ts'
 import { installWorldTool } from '../world-tools/install.ts'
 import type { WorldOwner } from '../world-owner.ts'
@@ -33,7 +34,12 @@ export async function terminalHolder(owner: WorldOwner): Promise<TerminalHolder>
   }
 }
 
-/** The exec script that runs the holder at `path` (`sh -c SCRIPT` in both worlds). */
-export function holderScript(path: string): string {
-  return `exec ${shQuote(path)}`
+/**
+ * The exec script that runs the holder at `path` (`sh -c SCRIPT` in both worlds).
+ * @param tag - a session tag of the client (ownership.ts) for the holder itself: the next
+ *   client's reaper ends a holder a dead client left (one stopped by its own shell, say). It is
+ *   not the terminal's tag, so the terminal's teardown never ends the holder before it reported.
+ */
+export function holderScript(path: string, tag?: string): string {
+  return `${tag === undefined ? '' : `${SESSION_TAG_VARIABLE}=${shQuote(tag)} `}exec ${shQuote(path)}`
 }

@@ -15,14 +15,16 @@ export const MAX_HOLDER_FRAME = 1 << 20
 export type HolderFrame =
   /** `H`: the holder runs; its version line. */
   | { type: 'hello'; text: string }
-  /** `P`: the shell was forked; its pid in the world's pid namespace. */
-  | { type: 'started'; pid: number }
+  /** `P`: the shell was forked; its pid and the holder's own, in the world's pid namespace. */
+  | { type: 'started'; pid: number; holder: number }
   /** `O`: PTY output bytes. */
   | { type: 'output'; data: Buffer }
   /** `X`: the shell's wait status: an exit code, or the number of the signal that killed it. */
   | { type: 'exit'; code: number; signal: null } | { type: 'exit'; code: null; signal: number }
   /** `E`: why no shell could start. */
   | { type: 'error'; text: string }
+  /** `k`: the answer to a signal request (see {@link signalFrame}). */
+  | { type: 'signalled'; id: number; outcome: 'signalled' | 'refused' | 'failed' | 'gone'; pgid: number }
   /** A type this client does not know (a newer holder); skipped. */
   | { type: 'unknown'; code: number }
 
@@ -72,6 +74,21 @@ export function creditFrame(bytes: number): Buffer {
 }
 
 /**
+ * A signal request: deliver signal `signal` (its number) to the PTY's foreground process group,
+ * refusing SIGKILL when that group is `program`'s own (the pid of the program the terminal runs).
+ * The holder answers with a `k` frame carrying `id`.
+ */
+export function signalFrame(id: number, signal: number, program: number): Buffer {
+  const payload = Buffer.alloc(9)
+  payload.writeUInt32LE(id, 0)
+  payload[4] = signal
+  payload.writeUInt32LE(program, 5)
+  return frame('K', payload)
+}
+
+const SIGNAL_OUTCOMES = ['signalled', 'refused', 'failed', 'gone'] as const
+
+/**
  * Splits dsh-pty's stdout into frames, whatever its chunking.
  */
 export class HolderFrameReader {
@@ -106,10 +123,11 @@ export class HolderFrameReader {
 function decode(code: number, payload: Buffer): HolderFrame {
   switch (String.fromCharCode(code)) {
     case 'H': return { type: 'hello', text: payload.toString('utf8') }
-    case 'P': return { type: 'started', pid: payload.readUInt32LE(0) }
+    case 'P': return { type: 'started', pid: payload.readUInt32LE(0), holder: payload.length >= 8 ? payload.readUInt32LE(4) : 0 }
     case 'O': return { type: 'output', data: payload }
     case 'X': return payload[0] === 1 ? { type: 'exit', code: null, signal: payload[1]! } : { type: 'exit', code: payload[1]!, signal: null }
     case 'E': return { type: 'error', text: payload.toString('utf8') }
+    case 'k': return { type: 'signalled', id: payload.readUInt32LE(0), outcome: SIGNAL_OUTCOMES[payload[4]!] ?? 'failed', pgid: payload.readUInt32LE(5) }
     default: return { type: 'unknown', code }
   }
 }
