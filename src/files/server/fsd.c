@@ -52,13 +52,7 @@
 #define MAX_ROOTS 64
 #define LOCK_WAIT_MS 10000
 
-#if defined(__x86_64__)
-#define ARCH "x86_64"
-#elif defined(__aarch64__)
-#define ARCH "aarch64"
-#else
-#define ARCH "unknown"
-#endif
+#include "world-arch.h"
 
 /* ---------- output ---------- */
 

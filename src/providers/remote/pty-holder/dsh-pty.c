@@ -59,13 +59,7 @@
 #include <unistd.h>
 
 #define PROTOCOL "1"
-#if defined(__x86_64__)
-#define ARCH "x86_64"
-#elif defined(__aarch64__)
-#define ARCH "aarch64"
-#else
-#define ARCH "unknown"
-#endif
+#include "world-arch.h"
 
 /* The largest frame the client may send (bytes): a spawn carries the start wrapper (<= 128 KiB). */
 #define MAX_FRAME (1u << 20)

@@ -29,7 +29,7 @@ ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" "$HOLDER_SOURCE" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" "$HOLDER_SOURCE" "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
@@ -81,10 +81,10 @@ build_arch() {
   # Each step checked: `set -e` does not hold inside a function called as an `if` condition.
   local cc; cc=$(compiler_for "$arch") || return 1
   log "compiling dsh-fsd for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
   mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
   log "compiling dsh-pty for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -o "$OUT/linux-$arch/dsh-pty.tmp" "$HOLDER_SOURCE" || return 1
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-pty.tmp" "$HOLDER_SOURCE" || return 1
   mv -f "$OUT/linux-$arch/dsh-pty.tmp" "$OUT/linux-$arch/dsh-pty" || return 1
   log "fetching ripgrep for $arch"
   fetch_ripgrep "$arch" || return 1
