@@ -217,8 +217,16 @@ int main(int argc, char **argv) {
         size_t want = credit < MAX_OUTPUT ? (size_t)credit : MAX_OUTPUT;
         ssize_t n = read(master, out_buf, want);
         if (n > 0) {
-          send_frame('O', out_buf, (uint32_t)n);
-          credit -= (uint64_t)n;
+          /* A PTY read returns at most what the line discipline holds (a few KiB): read on while
+           * more is there, so a flood goes out in frames of up to MAX_OUTPUT, not one per read. */
+          size_t have = (size_t)n;
+          while (have < want) {
+            ssize_t more = read(master, out_buf + have, want - have);
+            if (more <= 0) break;
+            have += (size_t)more;
+          }
+          send_frame('O', out_buf, (uint32_t)have);
+          credit -= (uint64_t)have;
         } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
           /* EIO: no process holds the slave side any more (the shell and everything it started
            * closed the tty). Output is complete; input has nowhere to go. */
