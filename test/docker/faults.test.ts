@@ -25,7 +25,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
-import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, execsStarted, hangGuard, startTestContainer, settleState, terminalLeftovers, waitFor } from './helpers.ts'
+import { IMAGE, UPSTREAM_TUNING, containerProcesses, docker, execsStarted, hangGuard, startTestContainer, settleState, terminalLeftovers, terminalStandbyRuns, waitFor } from './helpers.ts'
 
 /** A runtime registered in its own cordis context, as a composition would load it. */
 interface RuntimeFixture {
@@ -227,12 +227,13 @@ describe('typed errors of the Docker world', () => {
   })
 
   it('a shell that ends on its own in a live container resolves done with its exit status (no transport error)', async () => {
-    for (const [line, exitCode] of [['exit 3', 3], ['kill -KILL $$', 137], ['exit 0', 0]] as const) {
+    const endings = [['exit 3', { exitCode: 3, signal: null }], ['kill -KILL $$', { exitCode: null, signal: 'SIGKILL' }], ['exit 0', { exitCode: 0, signal: null }]] as const
+    for (const [line, outcome] of endings) {
       const handle = await healthy.runtime.spawnTerminal(bashSpec())
       const ended = once(handle.output, 'end')
       await outputUntil(handle, 'ps1> ')
       await handle.write(`${line}\n`)
-      expect(await hangGuard(handle.done, 15_000, `done after ${line}`)).toEqual({ exitCode, signal: null })
+      expect(await hangGuard(handle.done, 15_000, `done after ${line}`)).toEqual(outcome)
       await hangGuard(ended, 15_000, `output end after ${line}`)
       await handle.terminate()
     }
@@ -323,7 +324,7 @@ describe('the container paused while a terminal is live', () => {
    * exec of the container is still starting: the engine wedges when a pause meets a starting exec.
    */
   async function pauseWhenNoExecStarts(id: string): Promise<void> {
-    await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')), found => found)
+    await waitFor(() => terminalStandbyRuns(id), found => found)
     await execsStarted(id)
     await docker.getContainer(id).pause()
   }

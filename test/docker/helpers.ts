@@ -69,6 +69,16 @@ export async function startTestContainer(options: TestContainerOptions = {}): Pr
   return docker.getContainer(started.getId())
 }
 
+/**
+ * Whether the exec pool's standby for the next terminal runs in the container: a holder waiting
+ * for its spawn frame (a dsh-pty with no shell under it, providers/remote/pty-holder/), or a TTY
+ * standby (`sh ... dsh-standby`) where dsh-pty cannot run.
+ */
+export async function terminalStandbyRuns(containerId: string): Promise<boolean> {
+  const rows = await containerProcesses(containerId)
+  return rows.some(row => (row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')) || (/\/dsh-pty$/.test(row.cmdline) && row.state !== 'Z' && !rows.some(child => child.ppid === row.pid)))
+}
+
 /** Result of a helper exec. */
 export interface ExecResult {
   stdout: string

@@ -9,7 +9,7 @@ import { afterAll, beforeAll } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { MEMORY_LIMIT, PIDS_LIMIT, resourceEventCases } from '../helpers/resource-event-cases.ts'
-import { UPSTREAM_TUNING, containerProcesses, docker, execsStarted, startTestContainer, waitFor } from './helpers.ts'
+import { UPSTREAM_TUNING, docker, execsStarted, startTestContainer, terminalStandbyRuns, waitFor } from './helpers.ts'
 
 let container: Docker.Container
 
@@ -29,7 +29,7 @@ resourceEventCases({
   open: () => openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: container.id, user: 'agent' }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, timeoutMs: 30_000, idleSilenceMs: 3_000 } }),
   // The pool's next standby runs, its start done (a fresh exec's processes count in the cgroup).
   quiet: async () => {
-    await waitFor(async () => (await containerProcesses(container.id)).some(row => row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')), found => found)
+    await waitFor(() => terminalStandbyRuns(container.id), found => found)
     await execsStarted(container.id)
   },
 })
