@@ -40,7 +40,7 @@ describe('ssh_config targets', () => {
   it.each([
     ['box', 'agent', 1000, ['sshd: agent [priv]']],
     // The jump hop is a connection as agent; the target connection is tunnelled through it.
-    ['behind-jump', 'root', 0, ['sshd: agent [priv]', 'sshd: root@pts/0']],
+    ['behind-jump', 'root', 0, ['sshd: agent [priv]', 'sshd: root@notty']],
   ])('%s logs in as %s and runs a terminal', async (alias, user, uid, connections) => {
     const world = await openWorld({
       runtime: SshSubprocessRuntime,
@@ -52,7 +52,8 @@ describe('ssh_config targets', () => {
       const result = await terminal.send('printf "who=%s uid=%s\\n" "$(id -un)" "$(id -u)"')
       expect(result.waitReason).toBe('stdin_read')
       expect(result.viewport).toContain(`who=${user} uid=${uid}\n`)
-      // One per connection: agent's privileged monitor; root's session process (no privsep child).
+      // One per connection: agent's privileged monitor; root's session process (no privsep child;
+      // notty: the terminal's PTY is dsh-pty's, not sshd's).
       expect((await sshd.processes()).filter(row => /^sshd: (agent \[priv\]|root@)/.test(row.args)).map(row => row.args).sort()).toEqual(connections)
       await terminal.close()
     } finally {

@@ -22,8 +22,9 @@ type Arch = 'x86_64' | 'aarch64'
 
 function holderProcess(arch: Arch): ProcessTransport {
   expect(worldTool('dsh-pty', arch).hostPath).toBe(join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty'))
-  const path = join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty')
-  const child = arch === 'x86_64' ? spawn(path, [], { stdio: ['pipe', 'pipe', 'pipe'] }) : spawn('qemu-aarch64-static', [path], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const child = arch === 'x86_64'
+    ? spawn(join(ROOT, 'dist', 'world-tools', 'linux-x86_64', 'dsh-pty'), [], { stdio: ['pipe', 'pipe', 'pipe'] })
+    : spawn('qemu-aarch64-static', [join(ROOT, 'dist', 'world-tools', 'linux-aarch64', 'dsh-pty')], { stdio: ['pipe', 'pipe', 'pipe'] })
   const exited = new Promise<SubprocessOutcome>(resolve => child.once('exit', (exitCode, signal) => resolve({ exitCode, signal })))
   child.stdin.on('error', () => undefined)
   return { stdout: child.stdout, stderr: child.stderr, stdin: child.stdin, exit: () => exited, close: () => child.kill('SIGKILL') }
@@ -51,8 +52,9 @@ async function everything(terminal: TerminalTransport): Promise<Buffer> {
 for (const arch of ['x86_64', 'aarch64'] as const) {
   describe(`dsh-pty, the ${arch} build`, () => {
     it('answers --version with its protocol and architecture', async () => {
-      const path = join(ROOT, 'dist', 'world-tools', `linux-${arch}`, 'dsh-pty')
-      const child = arch === 'x86_64' ? spawn(path, ['--version']) : spawn('qemu-aarch64-static', [path, '--version'])
+      const child = arch === 'x86_64'
+        ? spawn(join(ROOT, 'dist', 'world-tools', 'linux-x86_64', 'dsh-pty'), ['--version'])
+        : spawn('qemu-aarch64-static', [join(ROOT, 'dist', 'world-tools', 'linux-aarch64', 'dsh-pty'), '--version'])
       let out = ''
       child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
       await new Promise(resolve => child.once('close', resolve))
@@ -113,13 +115,15 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       const terminal = await open(arch, 'echo "pid=$$"; trap "echo int; exit 4" INT; while :; do sleep 0.05; done')
       let seen = ''
       terminal.output.on('data', (chunk: Buffer) => { seen += chunk.toString() })
+      // Listened to from the start: the end may come in the same read as the signal's answer.
+      const ended = new Promise<void>(resolve => terminal.output.once('end', resolve))
       await expect.poll(() => /pid=(\d+)\r\n/.exec(seen)?.[1]).toBeDefined()
       const pid = Number(/pid=(\d+)\r\n/.exec(seen)![1])
       const program = { pid, starttime: 0 }
       // Not interactive: no job control, so the foreground group is the shell's own (its pid).
       expect(await terminal.signalForeground!(program, 'KILL')).toEqual({ kind: 'refused', pgid: pid })
       expect(await terminal.signalForeground!(program, 'INT')).toEqual({ kind: 'signalled', pgid: pid })
-      await new Promise<void>(resolve => terminal.output.once('end', resolve))
+      await ended
       expect(seen).toMatch(/\r\nint\r\n$/)
       expect(await terminal.exit()).toEqual({ exitCode: 4, signal: null })
       expect(await terminal.signalForeground!(program, 'INT')).toEqual({ kind: 'gone' })
