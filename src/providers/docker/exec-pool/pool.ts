@@ -147,24 +147,13 @@ export class ExecPool {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
     if (pool.standbyOff || pool.holder !== undefined || !this.usable) return undefined
-    let pending = pool.next
-    pool.next = undefined
-    let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
-    if (!(standby instanceof PtyStandby) || !this.current(standby)) {
-      // None waiting, or the one waiting died or is from before the container last died: start
-      // one now, so a world that cannot start execs fails here with its own typed error.
-      standby?.drop()
-      pending = this.startStandby(user, pool)
-      try {
-        standby = await pending
-      } catch (error) {
-        if (error instanceof PreStartRefusedError) return undefined
-        throw error
-      }
+    let standby: TerminalStandby
+    try {
+      standby = await this.claimStandby(user, pool, waiting => waiting instanceof PtyStandby, unfit => unfit.drop())
+    } catch (error) {
+      if (error instanceof PreStartRefusedError) return undefined
+      throw error
     }
-    // Taken: from now on it is a terminal, which its own handle ends and proves ended.
-    if (pending !== undefined) pool.standbys.delete(pending)
-    this.refillStandby(user, pool)
     return (standby as PtyStandby).take(script)
   }
 
@@ -182,20 +171,35 @@ export class ExecPool {
     const pool = this.of(user)
     if (!this.usable) return undefined
     pool.holder = path
+    // A TTY standby (the warm-up's, from before the holder was known) is ended through its own
+    // quit, and stays in `standbys` for disposal's proof.
+    const standby = await this.claimStandby(user, pool, waiting => waiting instanceof HolderStandby && waiting.path === path, unfit => unfit instanceof PtyStandby ? unfit.quit() : unfit.drop())
+    return (standby as HolderStandby).take()
+  }
+
+  /**
+   * The standby waiting for `user`'s next terminal, when it `fits` and is current; otherwise
+   * it is handed to `discard`, and a new one (of the pool's kind, see {@link startStandby}) is
+   * started and waited for, so a world that cannot start execs fails here with its own typed
+   * error. Either way the next standby is scheduled.
+   * @returns the standby, no longer the pool's: from now on it is a terminal, which its own
+   *   handle ends and proves ended.
+   * @throws the new standby's start failure.
+   */
+  private async claimStandby(user: string | undefined, pool: UserPool, fits: (waiting: TerminalStandby) => boolean, discard: (unfit: TerminalStandby) => void): Promise<TerminalStandby> {
     let pending = pool.next
     pool.next = undefined
     let standby = pending === undefined ? undefined : await pending.catch(() => undefined)
-    if (!(standby instanceof HolderStandby) || standby.path !== path || !this.current(standby)) {
-      // A TTY standby (the warm-up's, from before the holder was known) is ended through its
-      // own quit, and stays in `standbys` for disposal's proof.
-      if (standby instanceof PtyStandby) standby.quit()
-      else standby?.drop()
+    if (standby === undefined || !fits(standby) || !this.current(standby)) {
+      // None waiting, or the one waiting is of the other kind, died, or is from before the
+      // container last died.
+      if (standby !== undefined) discard(standby)
       pending = this.startStandby(user, pool)
       standby = await pending
     }
     if (pending !== undefined) pool.standbys.delete(pending)
     this.refillStandby(user, pool)
-    return (standby as HolderStandby).take()
+    return standby
   }
 
   /**

@@ -5,9 +5,6 @@
  * @module dsh-remote-worlds/providers/remote/pty-holder/protocol
  */
 
-/** The protocol this client speaks; dsh-pty's hello carries its own (`dsh-pty 1 x86_64`). */
-export const HOLDER_PROTOCOL = '1'
-
 /** The largest frame dsh-pty accepts (bytes, header excluded; MAX_FRAME in dsh-pty.c). */
 export const MAX_HOLDER_FRAME = 1 << 20
 
@@ -112,11 +109,6 @@ export class HolderFrameReader {
     }
     this.buffer = at === this.buffer.length ? Buffer.alloc(0) : this.buffer.subarray(at)
     return frames
-  }
-
-  /** Bytes held of an incomplete frame. */
-  get pendingBytes(): number {
-    return this.buffer.length
   }
 }
 
