@@ -173,4 +173,39 @@ export function manyTerminalCases(world: RealShellWorld, user: string): void {
       await Promise.allSettled(terminals.map(terminal => terminal.close()))
     }
   }, 180_000)
+
+  it('a cancelled count reaches terminal-bash whole: every number up to the last once, in order, then the prompt', async () => {
+    const remote = await world.harness(user, { timeoutMs: 120_000 })
+    const terminal = await remote.open()
+    try {
+      const runtime = remote.runtime as RemoteSubprocessRuntime<never>
+      const handle = runtime.terminal(terminal.pid!)!
+      let seen = ''
+      // Well into the count (past every window and buffer on the way) before the cancel.
+      const far = Promise.withResolvers<void>()
+      handle.output.on('data', (chunk: Buffer | string) => {
+        seen += chunk.toString()
+        if (seen.includes('\r\n300000\r\n', seen.length - chunk.length - 16)) far.resolve()
+      })
+      const count = terminal.startSend('seq 1 100000000')
+      await far.promise
+      count.cancel()
+      expect((await count.done).waitReason).toBe('stdin_read')
+      // From the first number to the prompt's marker (OSC 133;D): whole lines 1..N, then at most
+      // the start of N+1 that the SIGINT cut (and the tty's ^C).
+      const from = seen.indexOf('\r\n1\r\n2\r\n') + 2
+      const to = seen.indexOf('\x1b]133;D', from)
+      expect(from).toBeGreaterThan(1)
+      expect(to).toBeGreaterThan(from)
+      const lines = seen.slice(from, to).split('\r\n')
+      const cut = lines.pop()!.replace('^C', '')
+      const whole = lines.filter(line => line.length > 0 && line !== '^C')
+      expect(whole.length).toBeGreaterThanOrEqual(300_000)
+      const firstWrong = whole.findIndex((line, index) => line !== String(index + 1))
+      expect(firstWrong).toBe(-1)
+      expect(String(whole.length + 1).startsWith(cut)).toBe(true)
+    } finally {
+      await terminal.close()
+    }
+  }, 180_000)
 }

@@ -43,6 +43,21 @@ function running(pid: number): boolean {
   }
 }
 
+/** The start time of pid (a process of this machine), stat field 22 in clock ticks. */
+function startTime(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[19])
+}
+
+/** The children of pid (a process of this machine), from /proc/PID/task/PID/children. */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(word => word.length > 0).map(Number)
+  } catch {
+    return []
+  }
+}
+
 async function everything(terminal: TerminalTransport): Promise<Buffer> {
   const chunks: Buffer[] = []
   for await (const chunk of terminal.output) chunks.push(chunk as Buffer)
@@ -58,7 +73,7 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       let out = ''
       child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
       await new Promise(resolve => child.once('close', resolve))
-      expect(out).toBe(`dsh-pty 1 ${arch}\n`)
+      expect(out).toBe(`dsh-pty 2 ${arch}\n`)
     })
 
     it('runs the script as the leader of a new session whose controlling tty is the PTY, at the spawn size', async () => {
@@ -128,6 +143,48 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       expect(await terminal.exit()).toEqual({ exitCode: 4, signal: null })
       expect(await terminal.signalForeground!(program, 'INT')).toEqual({ kind: 'gone' })
     })
+
+    it('probes the PTY\'s foreground: the group, whether a member is proven reading the terminal, and gone for another identity', async () => {
+      const terminal = await open(arch, 'trap : INT; echo "pid=$$"; while read -r line; do case $line in cat) cat ;; tty) bash -c "read -r -u 3 x" 3</dev/tty ;; pipe) sleep 1000 | cat ;; sleep) sleep 1000 ;; esac; echo "done-$line"; done')
+      let seen = ''
+      terminal.output.on('data', (chunk: Buffer) => { seen += chunk.toString() })
+      await expect.poll(() => /pid=(\d+)\r\n/.exec(seen)?.[1]).toBeDefined()
+      const pid = Number(/pid=(\d+)\r\n/.exec(seen)![1])
+      const program = { pid, starttime: startTime(pid) }
+      // Not interactive: no job control, so every command runs in the shell's own group (its pid).
+      const waiting = (facts: unknown): boolean => (facts as { inputWaiting: boolean }).inputWaiting
+      // The aarch64 build runs under qemu, but the shell it forks is a native x86_64 process,
+      // whose system call numbers are not aarch64's: there only the group facts are checked.
+      const native = arch === 'x86_64'
+      const probe = async (): Promise<Awaited<ReturnType<NonNullable<TerminalTransport['foreground']>>>> => terminal.foreground!(program)
+      const call = /^\d+:\d+:0x[0-9a-f]+:0x[0-9a-f]+:\d+$/
+      // The shell's own read of the terminal (fd 0).
+      if (native) await expect.poll(async () => waiting(await probe())).toBe(true)
+      const atRead = await probe()
+      expect(atRead).toMatchObject({ tpgid: pid, shellPgrp: pid })
+      if (native) expect(atRead!.waitingCall).toMatch(call)
+      for (const [line, reads] of [['cat', true], ['tty', true], ['pipe', false], ['sleep', false]] as const) {
+        await terminal.write(Buffer.from(`${line}\r`))
+        // Until the command runs, the shell's own read may still be seen: wait for the command's child.
+        await expect.poll(() => childrenOf(pid).length, { timeout: 10_000 }).toBeGreaterThan(0)
+        if (native && reads) await expect.poll(async () => waiting(await probe()), { timeout: 10_000 }).toBe(true)
+        if (native && !reads) {
+          // Settled: the command's processes are blocked in their own calls (sleep in nanosleep, a pipe's cat reading the pipe).
+          await expect.poll(() => childrenOf(pid).every(child => /^\d+ \(.*\) S /.test(readFileSync(`/proc/${child}/stat`, 'utf8'))), { timeout: 10_000 }).toBe(true)
+          expect(await probe()).toEqual({ tpgid: pid, shellPgrp: pid, inputWaiting: false, waitingCall: undefined })
+        }
+        expect(await probe()).toMatchObject({ tpgid: pid, shellPgrp: pid })
+        await terminal.signalForeground!(program, 'INT')
+        await expect.poll(() => seen.includes(`done-${line}`), { timeout: 10_000 }).toBe(true)
+        await expect.poll(() => childrenOf(pid).length, { timeout: 10_000 }).toBe(0)
+      }
+      expect(await terminal.foreground!({ pid, starttime: program.starttime + 1 })).toBeUndefined()
+      // End of input (^D): the loop ends, and so does the shell.
+      await terminal.write(Buffer.from('\x04'))
+      await everything(terminal)
+      expect(await terminal.exit()).toEqual({ exitCode: 0, signal: null })
+      expect(await terminal.foreground!(program)).toBeUndefined()
+    }, 60_000)
 
     it('input reaches the program through the PTY line discipline (echo on, ICRNL)', async () => {
       const terminal = await open(arch, 'read -r line; echo "got=$line"')

@@ -18,7 +18,7 @@ import { ReplyGuard } from '../../emulator/reply-guard.ts'
 import type { TerminalScreen } from '../../emulator/screen.ts'
 import type { EmulatorChoice } from '../../emulator/settings.ts'
 import { BoundaryScanner, buildStartWrapper, startFailure } from './boundary.ts'
-import type { ControlChannel, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from './control-channel.ts'
+import type { ControlChannel, ForegroundFacts, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from './control-channel.ts'
 import { InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
 import { ReplyDelivery } from './reply-delivery.ts'
@@ -54,6 +54,12 @@ export interface TerminalTransport {
    * control channel then signals).
    */
   signalForeground?(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult>
+  /**
+   * The foreground facts of the PTY, read by the world-side parent of the shell (pty-holder/) as
+   * the control channel's `fg` reads them, per terminal; absent where there is none (the control
+   * channel then probes). Undefined once `program` ended.
+   */
+  foreground?(program: ProcessIdentity): Promise<ForegroundFacts | undefined>
   /**
    * True when the window size is in place before the program runs, so no resize is sent at
    * start: the PTY's process was already running before the script was handed to it (a Docker
@@ -138,6 +144,22 @@ export const OUTPUT_COALESCE_BYTES = 1024 * 1024
 export const OUTPUT_READER_HIGH_WATER_BYTES = 1024 * 1024
 /** Longest time a held output chunk waits for more (ms); far below terminal-bash's 50 ms polls. */
 export const OUTPUT_COALESCE_MS = 2
+
+/**
+ * After a signal to the foreground group (a cancel), output is handed over once it has been
+ * quiet this long (ms), not {@link OUTPUT_COALESCE_MS} after each chunk: what the program wrote
+ * before it died and the shell's next prompt then reach terminal-bash as ONE chunk.
+ *
+ * Why: terminal-bash pays for each chunk in proportion to what its send already holds, not to
+ * the chunk (`utf8Tail` in dsh-terminal-bash lib/index.js spreads the whole 256 KiB send buffer
+ * into an array of characters per append once a send printed that much): ~30 ms a chunk on 2
+ * cores, whether it carries 16 KiB or a prompt. With 20 flooding terminals cancelled at once,
+ * every chunk after the SIGINT queued behind every other terminal's on the one event loop
+ * (issue 21: three or four chunks a terminal, back at the prompt after 1.0 to 1.7 s).
+ */
+export const SIGNAL_DRAIN_QUIET_MS = 15
+/** The longest a signal's drain holds output (ms after the signal): a program that goes on printing is not held longer. */
+export const SIGNAL_DRAIN_BOUND_MS = 300
 
 /**
  * Input typed before the program first reads the terminal waits until it does (see
@@ -322,6 +344,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
+  /**
+   * A signal's drain in progress (see {@link SIGNAL_DRAIN_QUIET_MS}): `done` resolves when the
+   * output it held was handed over; `bound` ends it at {@link SIGNAL_DRAIN_BOUND_MS}.
+   */
+  private drain: { done: PromiseWithResolvers<void>; bound: NodeJS.Timeout } | undefined
   /** A flush at the next event-loop turn, scheduled when {@link pendingBytes} reached the high-water mark. */
   private flushSoon: NodeJS.Immediate | undefined
   /** Flow control: why the transport's output is paused (any of the three pauses it, until terminate). */
@@ -448,8 +475,17 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
 
   /** Whether a member of the foreground group is proven blocked reading the terminal now (control.sh `waits`). */
   private async provenReading(): Promise<boolean> {
-    const facts = await this.withControl(control => control.foreground(this.identity))
+    const facts = await this.probe()
     return facts?.inputWaiting === true
+  }
+
+  /**
+   * The foreground facts: from the shell's world-side parent where there is one (its own pipe:
+   * no queue shared with the world's other terminals), else from the control channel.
+   */
+  private probe(): Promise<ForegroundFacts | undefined> {
+    if (this.transport.foreground !== undefined) return this.transport.foreground(this.identity)
+    return this.withControl(control => control.foreground(this.identity))
   }
 
   /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */
@@ -506,7 +542,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     this.probing += 1
-    return this.track(this.withControl(control => control.foreground(this.identity)).then(facts => {
+    return this.track(this.probe().then(async facts => {
+      // During a signal's drain, the drain's one chunk is handed over when the output goes
+      // quiet, so no probe splits it (at most SIGNAL_DRAIN_BOUND_MS).
+      if (this.drain !== undefined) await this.drain.done.promise
       // What the program printed before it blocked reading must reach the reader of `output`
       // before the probe that proves the read: hand over what the coalescing holds.
       this.flush()
@@ -524,6 +563,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     const name = SIGNAL_NAMES[signal]
     if (name === undefined) return Promise.reject(new Error(`unsupported terminal signal: ${String(signal)}`))
+    this.drainHold()
     // Through the shell's parent where there is one: it waits behind no other terminal's probes.
     const delivered = this.transport.signalForeground !== undefined
       ? this.transport.signalForeground(this.identity, name)
@@ -624,7 +664,34 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
         this.updateSource()
       }
       this.flushSoon ??= setImmediate(() => this.flush())
+    } else if (this.drain !== undefined) {
+      // A signal's drain: hand over once the output has been quiet (or at the drain's bound).
+      if (this.flushTimer !== undefined) clearTimeout(this.flushTimer)
+      this.flushTimer = setTimeout(() => this.flush(), SIGNAL_DRAIN_QUIET_MS)
     } else this.flushTimer ??= setTimeout(() => this.flush(), OUTPUT_COALESCE_MS)
+  }
+
+  /**
+   * Start a signal's drain (see {@link SIGNAL_DRAIN_QUIET_MS}): from now, held output is handed
+   * over once it has been quiet, as one chunk; the first hand-over, or the bound, ends it.
+   */
+  private drainHold(): void {
+    if (this.drain !== undefined) return
+    this.drain = { done: Promise.withResolvers<void>(), bound: setTimeout(() => this.endDrain(), SIGNAL_DRAIN_BOUND_MS) }
+    if (this.flushTimer !== undefined) {
+      clearTimeout(this.flushTimer)
+      this.flushTimer = setTimeout(() => this.flush(), SIGNAL_DRAIN_QUIET_MS)
+    }
+  }
+
+  /** End a signal's drain: hand over what it held. */
+  private endDrain(): void {
+    const drain = this.drain
+    if (drain === undefined) return
+    this.drain = undefined
+    clearTimeout(drain.bound)
+    this.flush()
+    drain.done.resolve()
   }
 
   /**
@@ -641,11 +708,15 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     else if (!this.exited) source.resume()
   }
 
-  /** Note a prompt marker in `chunk` (a marker split across two chunks is caught by a later prompt). */
+  /**
+   * Note a prompt marker in `chunk` (a marker split across two chunks is caught by a later
+   * prompt), and warm the control channel's probe then: a probe by the shell's parent forks
+   * nothing and needs no warming.
+   */
   private notePrompt(chunk: Buffer): void {
     if (!chunk.includes(PROMPT_MARKER)) return
     this.promptSeen = true
-    this.warmTimer ??= setTimeout(() => this.warmProbe(), WARM_PROBE_QUIET_MS)
+    if (this.transport.foreground === undefined) this.warmTimer ??= setTimeout(() => this.warmProbe(), WARM_PROBE_QUIET_MS)
   }
 
   /**
@@ -671,6 +742,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       clearTimeout(this.flushTimer)
       this.flushTimer = undefined
     }
+    // A drain ends with its first hand-over of output.
+    if (this.drain !== undefined && this.pending.length > 0) {
+      this.endDrain()
+      return
+    }
     if (this.flushSoon !== undefined) {
       clearImmediate(this.flushSoon)
       this.flushSoon = undefined
@@ -693,6 +769,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private endOutput(): void {
     if (this.warmTimer !== undefined) clearTimeout(this.warmTimer)
     this.warmTimer = undefined
+    this.endDrain()
     this.flush()
     if (!this.output.writableEnded) this.output.end()
   }

@@ -26,6 +26,8 @@
  *             foreground process group (TIOCGPGRP on the master: the kernel's answer for this
  *             very tty, so no other tty's group can be hit), refusing SIGKILL when that group is
  *             the program's own (its prompt).
+ *   F probe   u32 request id, u32 pid and u64 start time (clock ticks, stat field 22) of that
+ *             program: the PTY's foreground facts (foreground.c), answered with an `f` frame.
  * Holder to client:
  *   H hello   "dsh-pty PROTOCOL ARCH", sent at start (before any frame is read).
  *   P started u32 the shell's pid, u32 the holder's own pid (both in the world's pid namespace).
@@ -35,6 +37,12 @@
  *   E error   text: why no shell could start (openpt, fork). The holder then exits 1.
  *   k signal reply  u32 request id, u8 outcome (0 signalled, 1 refused, 2 failed, 3 gone: the
  *             shell ended), u32 the foreground group (0 when gone).
+ *   f probe reply   u32 request id, u8 outcome (0 facts, 1 gone: the program ended or is another
+ *             process), i32 the tty's foreground group (tpgid, -1 for none), i32 the program's own
+ *             group, u8 waiting (a member of the foreground group is proven blocked reading the
+ *             terminal), then the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
+ *             Frames are answered in the order they came, on the stream that carries the output:
+ *             a probe's answer follows every output byte read before it.
  *
  * Lifetime: the holder ends when the shell has ended (after relaying what the PTY still holds, at
  * most DRAIN_BOUND_MS), or when its stdin ends (the client closed or died): it then closes the
@@ -52,14 +60,16 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL "1"
+#define PROTOCOL "2"
 #include "world-arch.h"
+#include "foreground.h"
 
 /* The largest frame the client may send (bytes): a spawn carries the start wrapper (<= 128 KiB). */
 #define MAX_FRAME (1u << 20)
@@ -80,6 +90,7 @@ static size_t pending_len, pending_cap;
 
 static uint32_t get_u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static void put_u32(unsigned char *p, uint32_t v) { p[0] = v & 0xff; p[1] = v >> 8 & 0xff; p[2] = v >> 16 & 0xff; p[3] = v >> 24 & 0xff; }
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -161,6 +172,9 @@ int main(int argc, char **argv) {
   send_frame('H', hello, sizeof hello - 1);
 
   int master = -1;
+  /* The PTY slave's file: what a descriptor must be to count as the terminal (foreground.c). */
+  dev_t slave_dev = 0;
+  ino_t slave_ino = 0;
   pid_t shell = -1;
   int shell_status = 0, shell_ended = 0;
   long long ended_at = 0;
@@ -271,6 +285,10 @@ int main(int argc, char **argv) {
            * no user left. */
           int slave = open(slave_name, O_RDWR | O_NOCTTY);
           if (slave < 0) send_error("open the PTY slave");
+          struct stat slave_file;
+          if (fstat(slave, &slave_file) < 0) send_error("fstat the PTY slave");
+          slave_dev = slave_file.st_dev;
+          slave_ino = slave_file.st_ino;
           shell = fork();
           if (shell < 0) send_error("fork");
           if (shell == 0) {
@@ -305,6 +323,24 @@ int main(int argc, char **argv) {
           }
           unsigned char reply[9] = { payload[0], payload[1], payload[2], payload[3], outcome, group & 0xff, group >> 8 & 0xff, group >> 16 & 0xff, group >> 24 & 0xff };
           send_frame('k', reply, sizeof reply);
+        } else if (type == 'F' && length >= 16) {
+          struct fg_facts facts;
+          pid_t program = (pid_t)get_u32(payload + 4);
+          unsigned long long start = (unsigned long long)get_u32(payload + 8) | (unsigned long long)get_u32(payload + 12) << 32;
+          int gone = master < 0 || fg_probe(program, start, slave_dev, slave_ino, &facts) != 0;
+          unsigned char reply[14 + FG_CALL_MAX];
+          memcpy(reply, payload, 4);
+          uint32_t length_out = 5;
+          reply[4] = gone ? 1 : 0;
+          if (!gone) {
+            put_u32(reply + 5, (uint32_t)(int32_t)facts.tpgid);
+            put_u32(reply + 9, (uint32_t)(int32_t)facts.program_pgrp);
+            reply[13] = facts.waiting ? 1 : 0;
+            size_t call = strlen(facts.call);
+            memcpy(reply + 14, facts.call, call);
+            length_out = 14 + (uint32_t)call;
+          }
+          send_frame('f', reply, length_out);
         }
         at += 5 + (size_t)length;
       }

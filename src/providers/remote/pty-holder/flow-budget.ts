@@ -14,13 +14,17 @@
  */
 
 /**
- * The output in flight busy terminals share when there are several (bytes). Measured (npm run
- * bench, 2 cores): with 20 flooding at 64 KiB each, a cancel came back at 0.93 s (p90, Docker);
- * at 2 MiB shared (100 KiB each), 1.02 s.
+ * The output in flight busy terminals share when there are several (bytes). Measured (a scratch
+ * driver of the bench's flood-cancel row, 2 cores, with the signal's drain of terminal.ts and
+ * held-terminal.ts): 20 flooding terminals cancelled at once came back at 0.56 to 0.88 s (p90) at
+ * 16 KiB each, 0.55 to 1.33 s at 64 KiB each (1 MiB shared). What a cancel drains is this window
+ * plus what the PTY holds; terminal-bash pays ~30 ms per chunk whatever its size, so the window
+ * matters less than the number of chunks after the SIGINT, but a small one keeps every stage of
+ * the drain short.
  */
-export const FLOW_BUDGET_BYTES = 1024 * 1024
+export const FLOW_BUDGET_BYTES = 256 * 1024
 /** The smallest window a terminal gets, however many are busy (bytes). */
-export const MIN_WINDOW_BYTES = 64 * 1024
+export const MIN_WINDOW_BYTES = 16 * 1024
 /**
  * The window of a terminal busy alone (bytes): its cancel drains it alone. Measured: 100 MB
  * through terminal-bash at 11.9 MB/s (Docker), against 10.7 at 1 MiB and 11.8 on the engine's

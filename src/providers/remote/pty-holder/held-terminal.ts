@@ -15,18 +15,28 @@ import { Readable } from 'node:stream'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { SpawnFailedError, TransportError } from '../errors.ts'
 import { constants as osConstants } from 'node:os'
-import type { ProcessIdentity, RemoteSignalName, SignalForegroundResult } from '../control-channel.ts'
+import type { ForegroundFacts, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from '../control-channel.ts'
 import type { ProcessTransport } from '../process.ts'
 import { signalName } from '../signals.ts'
 import type { TerminalTransport } from '../terminal.ts'
 import { MAX_WINDOW_BYTES, flowWindow, leaveFlow } from './flow-budget.ts'
-import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, resizeFrame, signalFrame, spawnFrame } from './protocol.ts'
+import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, probeFrame, resizeFrame, signalFrame, spawnFrame } from './protocol.ts'
 
 /**
  * The credit a held terminal starts with (bytes), before any output told how busy the process's
  * terminals are; afterwards its window is its share of the flow budget (flow-budget.ts).
  */
 export const HOLDER_CREDIT_BYTES = 256 * 1024
+
+/**
+ * The most a Linux PTY holds unread on its way to the master (bytes): the tty buffer's limit
+ * (TTYB_DEFAULT_MEM_LIMIT, 64 KiB, drivers/tty/tty_buffer.c) and the line discipline's read
+ * buffer (N_TTY_BUF_SIZE, 4 KiB, include/linux/tty.h). A signal to the foreground group grants
+ * this much credit beyond the window: what the program wrote before the signal ended it then
+ * reaches the client at once, with the prompt after it, instead of one window per credit round
+ * trip (each a turn of an event loop that twenty flooding terminals keep busy).
+ */
+export const PTY_BUFFER_BYTES = 68 * 1024
 
 /** Stderr of the holder kept for messages (bytes). */
 const STDERR_KEPT_BYTES = 4096
@@ -80,7 +90,10 @@ class HeldTerminal implements TerminalTransport {
   private outputEnded = false
   /** Signal requests awaiting the holder's answer, by request id. */
   private readonly signalling = new Map<number, (result: SignalForegroundResult) => void>()
-  private nextSignal = 1
+  /** Probe requests awaiting the holder's answer, by request id. */
+  private readonly probing = new Map<number, (facts: ForegroundFacts | undefined) => void>()
+  /** The id of the next signal or probe request (u32, never 0). */
+  private nextRequest = 1
   /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
   private window = HOLDER_CREDIT_BYTES
 
@@ -145,19 +158,40 @@ class HeldTerminal implements TerminalTransport {
    * Signal the PTY's foreground process group through the holder: the kernel names the group
    * (TIOCGPGRP on the master), so the request waits behind no other terminal's probes, and no
    * other tty's group can be hit. SIGKILL to `program`'s own group (its prompt) is refused.
+   * The request grants {@link PTY_BUFFER_BYTES} of credit with it.
    * @returns `gone` once the shell ended.
    * @throws TransportError when the pipe is closed.
    */
   async signalForeground(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult> {
     if (this.outcome !== undefined) return { kind: 'gone' }
     const number = osConstants.signals[`SIG${signal}`]
-    const id = this.nextSignal
-    this.nextSignal = this.nextSignal >= 0xffffffff ? 1 : this.nextSignal + 1
-    const answered = new Promise<SignalForegroundResult>(resolve => this.signalling.set(id, resolve))
+    // The signal's drain: what the PTY holds may come at once, not a window at a time.
+    this.granted += PTY_BUFFER_BYTES
+    return this.ask(this.signalling, id => Buffer.concat([signalFrame(id, number, program.pid), creditFrame(PTY_BUFFER_BYTES)]))
+  }
+
+  /**
+   * The PTY's foreground facts, read by the holder (foreground.c) as the control program's `fg`
+   * reads them: per terminal, in C, with no queue shared with other terminals, and as the
+   * ancestor of the terminal's processes (their /proc/PID/syscall and mem stay readable under
+   * Yama ptrace_scope=1). The answer comes after every output byte the holder read before it.
+   * @returns undefined once `program` (or the shell) ended.
+   * @throws TransportError when the pipe is closed.
+   */
+  async foreground(program: ProcessIdentity): Promise<ForegroundFacts | undefined> {
+    if (this.outcome !== undefined) return undefined
+    return this.ask(this.probing, id => probeFrame(id, program))
+  }
+
+  /** Send the request `build(id)` and resolve with the holder's answer to that id (see {@link finish} for the answer when none comes). */
+  private async ask<T>(waiting: Map<number, (answer: T) => void>, build: (id: number) => Buffer): Promise<T> {
+    const id = this.nextRequest
+    this.nextRequest = this.nextRequest >= 0xffffffff ? 1 : this.nextRequest + 1
+    const answered = new Promise<T>(resolve => waiting.set(id, resolve))
     try {
-      await this.send(signalFrame(id, number, program.pid))
+      await this.send(build(id))
     } catch (error) {
-      this.signalling.delete(id)
+      waiting.delete(id)
       throw error
     }
     return answered
@@ -222,6 +256,12 @@ class HeldTerminal implements TerminalTransport {
           answer?.(frame.outcome === 'gone' ? { kind: 'gone' } : { kind: frame.outcome, pgid: frame.pgid })
           break
         }
+        case 'probed': {
+          const answer = this.probing.get(frame.id)
+          this.probing.delete(frame.id)
+          answer?.(frame.facts)
+          break
+        }
         case 'error':
           this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))
           break
@@ -254,6 +294,8 @@ class HeldTerminal implements TerminalTransport {
     // Requests the holder never answered: its shell (and so the terminal) is gone.
     for (const answer of this.signalling.values()) answer({ kind: 'gone' })
     this.signalling.clear()
+    for (const answer of this.probing.values()) answer(undefined)
+    this.probing.clear()
     if (!this.outputEnded) {
       this.outputEnded = true
       this.output.push(null)

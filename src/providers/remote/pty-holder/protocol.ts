@@ -5,6 +5,8 @@
  * @module dsh-remote-worlds/providers/remote/pty-holder/protocol
  */
 
+import type { ForegroundFacts } from '../control-channel.ts'
+
 /** The largest frame dsh-pty accepts (bytes, header excluded; MAX_FRAME in dsh-pty.c). */
 export const MAX_HOLDER_FRAME = 1 << 20
 
@@ -22,6 +24,8 @@ export type HolderFrame =
   | { type: 'error'; text: string }
   /** `k`: the answer to a signal request (see {@link signalFrame}). */
   | { type: 'signalled'; id: number; outcome: 'signalled' | 'refused' | 'failed' | 'gone'; pgid: number }
+  /** `f`: the answer to a probe (see {@link probeFrame}); `facts` undefined when the program is gone. */
+  | { type: 'probed'; id: number; facts: ForegroundFacts | undefined }
   /** A type this client does not know (a newer holder); skipped. */
   | { type: 'unknown'; code: number }
 
@@ -83,6 +87,19 @@ export function signalFrame(id: number, signal: number, program: number): Buffer
   return frame('K', payload)
 }
 
+/**
+ * A probe request: the PTY's foreground facts for `program` (pid and start time in clock ticks,
+ * stat field 22), read by the holder as the control program's `fg` reads them (foreground.c).
+ * The holder answers with an `f` frame carrying `id`, after every output byte it read before.
+ */
+export function probeFrame(id: number, program: { pid: number; starttime: number }): Buffer {
+  const payload = Buffer.alloc(16)
+  payload.writeUInt32LE(id, 0)
+  payload.writeUInt32LE(program.pid, 4)
+  payload.writeBigUInt64LE(BigInt(program.starttime), 8)
+  return frame('F', payload)
+}
+
 const SIGNAL_OUTCOMES = ['signalled', 'refused', 'failed', 'gone'] as const
 
 /**
@@ -119,7 +136,15 @@ function decode(code: number, payload: Buffer): HolderFrame {
     case 'O': return { type: 'output', data: payload }
     case 'X': return payload[0] === 1 ? { type: 'exit', code: null, signal: payload[1]! } : { type: 'exit', code: payload[1]!, signal: null }
     case 'E': return { type: 'error', text: payload.toString('utf8') }
+    case 'f': return { type: 'probed', id: payload.readUInt32LE(0), facts: payload[4] !== 0 || payload.length < 14 ? undefined : probeFacts(payload) }
     case 'k': return { type: 'signalled', id: payload.readUInt32LE(0), outcome: SIGNAL_OUTCOMES[payload[4]!] ?? 'failed', pgid: payload.readUInt32LE(5) }
     default: return { type: 'unknown', code }
   }
+}
+
+/** The facts of an `f` frame whose outcome is 0 (its layout: dsh-pty.c). */
+function probeFacts(payload: Buffer): ForegroundFacts {
+  const inputWaiting = payload[13] === 1
+  const call = payload.subarray(14).toString('latin1')
+  return { tpgid: payload.readInt32LE(5), shellPgrp: payload.readInt32LE(9), inputWaiting, waitingCall: inputWaiting && call.length > 0 ? call : undefined }
 }

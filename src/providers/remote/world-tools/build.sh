@@ -2,7 +2,8 @@
 # Builds the world tools the package copies into remote worlds (providers/remote/world-tools/install.ts):
 #   dist/world-tools/linux-ARCH/dsh-fsd   the file server of the filesystem half (src/files/server/fsd.c),
 #                                          a static binary, for x86_64 and aarch64;
-#   dist/world-tools/linux-ARCH/dsh-pty   the terminal's world-side parent (src/providers/remote/pty-holder/dsh-pty.c),
+#   dist/world-tools/linux-ARCH/dsh-pty   the terminal's world-side parent (src/providers/remote/pty-holder/dsh-pty.c
+#                                          and its foreground probe, foreground.c),
 #                                          static, for both;
 #   dist/world-tools/linux-ARCH/rg         ripgrep for dsh-tool-fs-search in worlds without one,
 #                                          from the npm registry (src/providers/remote/world-tools/ripgrep.txt).
@@ -24,12 +25,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
 OUT="$ROOT/dist/world-tools"
 SOURCE="$ROOT/src/files/server/fsd.c"
-HOLDER_SOURCE="$ROOT/src/providers/remote/pty-holder/dsh-pty.c"
+HOLDER_DIR="$ROOT/src/providers/remote/pty-holder"
+HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c"
 ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" "$HOLDER_SOURCE" "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR/foreground.h" "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
@@ -84,7 +86,7 @@ build_arch() {
   "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
   mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
   log "compiling dsh-pty for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-pty.tmp" "$HOLDER_SOURCE" || return 1
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-pty.tmp" $HOLDER_SOURCES || return 1
   mv -f "$OUT/linux-$arch/dsh-pty.tmp" "$OUT/linux-$arch/dsh-pty" || return 1
   log "fetching ripgrep for $arch"
   fetch_ripgrep "$arch" || return 1

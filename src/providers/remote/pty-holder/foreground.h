@@ -1,0 +1,30 @@
+/*
+ * The foreground probe of dsh-pty (foreground.c): the same facts as the control program's `fg`
+ * request (control.sh `fgwait`/`waits`), read by the shell's own parent in C.
+ */
+#ifndef DSH_PTY_FOREGROUND_H
+#define DSH_PTY_FOREGROUND_H
+#include <sys/types.h>
+
+/* The length of the longest wait token (`TID:NR:A0:A1:RUNS`), NUL excluded. */
+#define FG_CALL_MAX 160
+
+struct fg_facts {
+  /* The tty's foreground process group (stat field 8, tpgid); -1 when the tty has none. */
+  long tpgid;
+  /* The program's own process group. */
+  long program_pgrp;
+  /* A member of the foreground group is proven blocked reading the terminal. */
+  int waiting;
+  /* The waiting thread's wait, `TID:NR:A0:A1:RUNS` (empty when not waiting). */
+  char call[FG_CALL_MAX + 1];
+};
+
+/*
+ * Probe the terminal of `program` (pid, start time in clock ticks: stat field 22) whose PTY
+ * slave is the file (tty_dev, tty_ino). Returns 0 with `out` filled, or -1 when the program is
+ * gone (no such process, another start time, or a zombie).
+ */
+int fg_probe(pid_t program, unsigned long long starttime, dev_t tty_dev, ino_t tty_ino, struct fg_facts *out);
+
+#endif
