@@ -12,7 +12,7 @@ import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { describe, expect, it } from 'vitest'
 import { MAX_WINDOW_BYTES } from '../../src/providers/remote/pty-holder/flow-budget.ts'
 import { HOLDER_CREDIT_BYTES, openHeldTerminal } from '../../src/providers/remote/pty-holder/held-terminal.ts'
-import { HolderFrameReader, creditFrame, spawnFrame } from '../../src/providers/remote/pty-holder/protocol.ts'
+import { HolderFrameReader, creditFrame, inputFrames, spawnFrame } from '../../src/providers/remote/pty-holder/protocol.ts'
 import type { ProcessTransport } from '../../src/providers/remote/process.ts'
 import type { TerminalTransport } from '../../src/providers/remote/terminal.ts'
 import { worldTool } from '../../src/providers/remote/world-tools/manifest.ts'
@@ -55,6 +55,15 @@ function childrenOf(pid: number): number[] {
     return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(word => word.length > 0).map(Number)
   } catch {
     return []
+  }
+}
+
+/** The command name of pid (a process of this machine), '' once it is gone. */
+function commOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
+  } catch {
+    return ''
   }
 }
 
@@ -165,8 +174,9 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       if (native) expect(atRead!.waitingCall).toMatch(call)
       for (const [line, reads] of [['cat', true], ['tty', true], ['pipe', false], ['sleep', false]] as const) {
         await terminal.write(Buffer.from(`${line}\r`))
-        // Until the command runs, the shell's own read may still be seen: wait for the command's child.
-        await expect.poll(() => childrenOf(pid).length, { timeout: 10_000 }).toBeGreaterThan(0)
+        // Until the command runs, the shell's own read may still be seen: wait for the command's
+        // children, exec'd (a forked child keeps the shell's INT trap until it execs).
+        await expect.poll(() => { const children = childrenOf(pid); return children.length > 0 && children.every(child => commOf(child) !== 'sh') }, { timeout: 10_000 }).toBe(true)
         if (native && reads) await expect.poll(async () => waiting(await probe()), { timeout: 10_000 }).toBe(true)
         if (native && !reads) {
           // Settled: the command's processes are blocked in their own calls (sleep in nanosleep, a pipe's cat reading the pipe).
@@ -213,6 +223,24 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       // The shell (a child of the holder on this machine) ended of the hangup.
       expect(shell).toBeGreaterThan(1)
       await expect.poll(() => running(shell), { timeout: 10_000 }).toBe(false)
+    })
+
+    it('counts the input it accepted in `i` frames, which a write waits for', async () => {
+      const holder = holderProcess(arch)
+      const reader = new HolderFrameReader()
+      const accepted: number[] = []
+      holder.stdout.on('data', (chunk: Buffer) => {
+        for (const frame of reader.push(chunk)) if (frame.type === 'accepted') accepted.push(frame.total)
+      })
+      holder.stdin!.write(spawnFrame(24, 80, 65536, 'stty -echo; cat >/dev/null'))
+      holder.stdin!.write(Buffer.concat([inputFrames(Buffer.from('hello')), inputFrames(Buffer.from(', world'))]))
+      await expect.poll(() => accepted.at(-1)).toBe(12)
+      holder.stdin!.write(inputFrames(Buffer.alloc(100_000, 'x')))
+      await expect.poll(() => accepted.at(-1)).toBe(100_012)
+      // Non-decreasing: a count, never a per-frame size.
+      expect(accepted).toEqual([...accepted].sort((a, b) => a - b))
+      holder.stdin!.end()
+      expect(await holder.exit()).toEqual({ exitCode: 0, signal: null })
     })
 
     it('a script that execs a missing program ends with the shell\'s 127 and its message', async () => {

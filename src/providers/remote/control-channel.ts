@@ -181,7 +181,8 @@ export class ControlChannel {
   private failure: ControlChannelError | undefined
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
-  private readonly requestTimeoutMs: number
+  /** The bound of one request's reply (ms; see {@link ControlChannelOptions.requestTimeoutMs}). */
+  readonly requestTimeoutMs: number
   private facts: Promise<WorldUserFacts> | undefined
   /** The shared snapshot being taken (see {@link sharedSnapshot}). */
   private snapshot: Promise<{ table: RemoteProcess[]; tagged: TaggedProcess[] }> | undefined

@@ -358,6 +358,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** Input written before the program first read the terminal waits for this (see write). */
   private firstRead: Promise<void> | undefined
   private readFirst = false
+  /** The last chunk carried a prompt marker: the next one (the prompt's text) is handed over at once too. */
+  private promptTailDue = false
   /** The output carried terminal-bash's prompt marker (OSC 133;D) at least once. */
   private promptSeen = false
   /** When the last output chunk arrived (performance.now() ms). */
@@ -484,8 +486,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * no queue shared with the world's other terminals), else from the control channel.
    */
   private probe(): Promise<ForegroundFacts | undefined> {
-    if (this.transport.foreground !== undefined) return this.transport.foreground(this.identity)
-    return this.withControl(control => control.foreground(this.identity))
+    const byControl = (): Promise<ForegroundFacts | undefined> => this.withControl(control => control.foreground(this.identity))
+    if (this.transport.foreground === undefined) return byControl()
+    // A parent that does not answer within the control channel's bound (a paused container, a
+    // parent its own shell stopped): the control channel answers, or says why the world cannot.
+    const asked = this.transport.foreground(this.identity)
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<'late'>(resolve => { timer = setTimeout(() => resolve('late'), this.control.requestTimeoutMs) })
+    return Promise.race([asked, late]).then(answer => answer === 'late' ? byControl() : answer).finally(() => clearTimeout(timer))
   }
 
   /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */
@@ -650,12 +658,21 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /**
    * Hold a transport chunk for coalescing; flush after the short delay, or at the high-water
    * mark ({@link OUTPUT_COALESCE_BYTES}): then the transport pauses and the flush runs at the
-   * next event-loop turn (see {@link OUTPUT_COALESCE_BYTES} for why).
+   * next event-loop turn (see {@link OUTPUT_COALESCE_BYTES} for why). A chunk with a prompt
+   * marker, and the one after it, are handed over at the next turn too: the command's output
+   * ended, and terminal-bash
+   * settles a send only once its output has been idle for a poll interval (50 ms) counted from
+   * when the prompt reached it, at a poll every interval after the send was written; the
+   * coalescing delay alone made the first poll miss by a millisecond or two once probes took
+   * ~1 ms (echo settled at 107 ms instead of ~57).
    */
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
     this.lastOutputAt = performance.now()
-    this.notePrompt(chunk)
+    // The chunk with a prompt marker, and the next (the prompt's text, when bash printed it
+    // after the marker in a separate write), go at the next turn.
+    const prompt = this.notePrompt(chunk) || this.promptTailDue
+    this.promptTailDue = prompt && !this.promptTailDue
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
     if (this.pendingBytes >= OUTPUT_COALESCE_BYTES) {
@@ -663,6 +680,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
         this.holdingFull = true
         this.updateSource()
       }
+      this.flushSoon ??= setImmediate(() => this.flush())
+    } else if (prompt && this.drain === undefined) {
       this.flushSoon ??= setImmediate(() => this.flush())
     } else if (this.drain !== undefined) {
       // A signal's drain: hand over once the output has been quiet (or at the drain's bound).
@@ -712,11 +731,13 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * Note a prompt marker in `chunk` (a marker split across two chunks is caught by a later
    * prompt), and warm the control channel's probe then: a probe by the shell's parent forks
    * nothing and needs no warming.
+   * @returns whether `chunk` carries a marker.
    */
-  private notePrompt(chunk: Buffer): void {
-    if (!chunk.includes(PROMPT_MARKER)) return
+  private notePrompt(chunk: Buffer): boolean {
+    if (!chunk.includes(PROMPT_MARKER)) return false
     this.promptSeen = true
     if (this.transport.foreground === undefined) this.warmTimer ??= setTimeout(() => this.warmProbe(), WARM_PROBE_QUIET_MS)
+    return true
   }
 
   /**

@@ -18,7 +18,7 @@
  * Client to holder:
  *   S spawn   u16 rows, u16 cols, u32 initial credit (bytes), then the script for `/bin/sh -c`.
  *             The first frame, exactly once.
- *   I input   bytes for the PTY input.
+ *   I input   bytes for the PTY input (queued, then written to the master as it takes them).
  *   R resize  u16 rows, u16 cols (TIOCSWINSZ on the master; the kernel sends SIGWINCH).
  *   C credit  u32 bytes more the client can take.
  *   K signal  u32 request id, u8 signal number, u32 pid of the program the terminal runs (the
@@ -37,6 +37,9 @@
  *   E error   text: why no shell could start (openpt, fork). The holder then exits 1.
  *   k signal reply  u32 request id, u8 outcome (0 signalled, 1 refused, 2 failed, 3 gone: the
  *             shell ended), u32 the foreground group (0 when gone).
+ *   i input accepted  u64 the input bytes accepted in all (queued for the PTY), sent after a
+ *             read of stdin that carried input frames: a write of the client is done once this
+ *             count reaches its end.
  *   f probe reply   u32 request id, u8 outcome (0 facts, 1 gone: the program ended or is another
  *             process), i32 the tty's foreground group (tpgid, -1 for none), i32 the program's own
  *             group, u8 waiting (a member of the foreground group is proven blocked reading the
@@ -87,6 +90,8 @@ static unsigned char in_buf[MAX_FRAME + 5];
 static size_t in_len;
 static unsigned char *pending_input;
 static size_t pending_len, pending_cap;
+/* Input bytes accepted from the client in all (the `i` frame). */
+static uint64_t input_accepted;
 
 static uint32_t get_u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -260,6 +265,7 @@ int main(int argc, char **argv) {
       }
       in_len += (size_t)n;
       size_t at = 0;
+      uint64_t accepted_before = input_accepted;
       while (in_len - at >= 5) {
         uint32_t length = get_u32(in_buf + at + 1);
         if (length > MAX_FRAME) { errno = EPROTO; send_error("frame too large"); }
@@ -305,6 +311,7 @@ int main(int argc, char **argv) {
           send_frame('P', started, sizeof started);
         } else if (type == 'I' && master >= 0) {
           queue_input(payload, length);
+          input_accepted += length;
         } else if (type == 'R' && master >= 0 && length >= 4) {
           struct winsize size = { .ws_row = get_u16(payload), .ws_col = get_u16(payload + 2) };
           ioctl(master, TIOCSWINSZ, &size);
@@ -346,6 +353,12 @@ int main(int argc, char **argv) {
       }
       memmove(in_buf, in_buf + at, in_len - at);
       in_len -= at;
+      if (input_accepted != accepted_before) {
+        unsigned char ack[8];
+        put_u32(ack, (uint32_t)input_accepted);
+        put_u32(ack + 4, (uint32_t)(input_accepted >> 32));
+        send_frame('i', ack, sizeof ack);
+      }
     }
   }
 }

@@ -41,6 +41,9 @@ export const PTY_BUFFER_BYTES = 68 * 1024
 /** Stderr of the holder kept for messages (bytes). */
 const STDERR_KEPT_BYTES = 4096
 
+/** A request's pending answer. */
+type Answer<T> = Pick<PromiseWithResolvers<T>, 'resolve' | 'reject'>
+
 /** What {@link openHeldTerminal} starts. */
 export interface HeldTerminalStart {
   /** The start wrapper (boundary.ts), run by the holder as `/bin/sh -c SCRIPT` on the new PTY. */
@@ -89,9 +92,12 @@ class HeldTerminal implements TerminalTransport {
   private readonly settled = Promise.withResolvers<void>()
   private outputEnded = false
   /** Signal requests awaiting the holder's answer, by request id. */
-  private readonly signalling = new Map<number, (result: SignalForegroundResult) => void>()
+  private readonly signalling = new Map<number, Answer<SignalForegroundResult>>()
   /** Probe requests awaiting the holder's answer, by request id. */
-  private readonly probing = new Map<number, (facts: ForegroundFacts | undefined) => void>()
+  private readonly probing = new Map<number, Answer<ForegroundFacts | undefined>>()
+  /** Input bytes written in all, and the writes waiting for the holder to accept them, in order. */
+  private inputSent = 0
+  private readonly acceptance: Array<{ upTo: number; resolve(): void; reject(error: Error): void }> = []
   /** The id of the next signal or probe request (u32, never 0). */
   private nextRequest = 1
   /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
@@ -124,8 +130,25 @@ class HeldTerminal implements TerminalTransport {
     this.send(spawnFrame(this.start.rows, this.start.cols, HOLDER_CREDIT_BYTES, this.start.script)).catch(error => this.broke(error as Error))
   }
 
-  write(data: Buffer): Promise<void> {
-    return this.send(inputFrames(data))
+  /**
+   * Write `data` to the PTY input; resolves once the holder accepted it (its `i` count reached
+   * the write's end), as a local PTY write is done once the master took it. A write pending when
+   * the shell ends resolves (nothing will read it); one pending when the pipe breaks rejects.
+   * @throws TransportError when the pipe is closed or breaks.
+   */
+  async write(data: Buffer): Promise<void> {
+    if (data.length === 0) return
+    if (this.outputEnded) throw this.failure ?? new TransportError(`${this.start.where}: the terminal ended`)
+    this.inputSent += data.length
+    const waiting = { upTo: this.inputSent, ...Promise.withResolvers<void>() }
+    this.acceptance.push(waiting)
+    try {
+      await this.send(inputFrames(data))
+    } catch (error) {
+      this.acceptance.splice(this.acceptance.indexOf(waiting), 1)
+      throw error
+    }
+    return waiting.promise
   }
 
   resize(rows: number, cols: number): Promise<void> {
@@ -160,7 +183,7 @@ class HeldTerminal implements TerminalTransport {
    * other tty's group can be hit. SIGKILL to `program`'s own group (its prompt) is refused.
    * The request grants {@link PTY_BUFFER_BYTES} of credit with it.
    * @returns `gone` once the shell ended.
-   * @throws TransportError when the pipe is closed.
+   * @throws TransportError when the pipe is closed, or ends or fails before the holder answered.
    */
   async signalForeground(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult> {
     if (this.outcome !== undefined) return { kind: 'gone' }
@@ -176,7 +199,7 @@ class HeldTerminal implements TerminalTransport {
    * ancestor of the terminal's processes (their /proc/PID/syscall and mem stay readable under
    * Yama ptrace_scope=1). The answer comes after every output byte the holder read before it.
    * @returns undefined once `program` (or the shell) ended.
-   * @throws TransportError when the pipe is closed.
+   * @throws TransportError when the pipe is closed, or ends or fails before the holder answered.
    */
   async foreground(program: ProcessIdentity): Promise<ForegroundFacts | undefined> {
     if (this.outcome !== undefined) return undefined
@@ -184,17 +207,19 @@ class HeldTerminal implements TerminalTransport {
   }
 
   /** Send the request `build(id)` and resolve with the holder's answer to that id (see {@link finish} for the answer when none comes). */
-  private async ask<T>(waiting: Map<number, (answer: T) => void>, build: (id: number) => Buffer): Promise<T> {
+  private async ask<T>(waiting: Map<number, Answer<T>>, build: (id: number) => Buffer): Promise<T> {
+    if (this.outputEnded && this.outcome === undefined) throw this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe ended`)
     const id = this.nextRequest
     this.nextRequest = this.nextRequest >= 0xffffffff ? 1 : this.nextRequest + 1
-    const answered = new Promise<T>(resolve => waiting.set(id, resolve))
+    const answer = Promise.withResolvers<T>()
+    waiting.set(id, answer)
     try {
       await this.send(build(id))
     } catch (error) {
       waiting.delete(id)
       throw error
     }
-    return answered
+    return answer.promise
   }
 
   private send(bytes: Buffer): Promise<void> {
@@ -253,13 +278,16 @@ class HeldTerminal implements TerminalTransport {
         case 'signalled': {
           const answer = this.signalling.get(frame.id)
           this.signalling.delete(frame.id)
-          answer?.(frame.outcome === 'gone' ? { kind: 'gone' } : { kind: frame.outcome, pgid: frame.pgid })
+          answer?.resolve(frame.outcome === 'gone' ? { kind: 'gone' } : { kind: frame.outcome, pgid: frame.pgid })
           break
         }
+        case 'accepted':
+          while (this.acceptance.length > 0 && this.acceptance[0]!.upTo <= frame.total) this.acceptance.shift()!.resolve()
+          break
         case 'probed': {
           const answer = this.probing.get(frame.id)
           this.probing.delete(frame.id)
-          answer?.(frame.facts)
+          answer?.resolve(frame.facts)
           break
         }
         case 'error':
@@ -292,10 +320,18 @@ class HeldTerminal implements TerminalTransport {
   private finish(): void {
     leaveFlow(this)
     // Requests the holder never answered: its shell (and so the terminal) is gone.
-    for (const answer of this.signalling.values()) answer({ kind: 'gone' })
+    // Requests the holder never answered: the shell is gone when it reported its end; otherwise
+    // the pipe failed or the holder was killed, and nothing is known.
+    const unknown = this.outcome === undefined ? this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe ended before the holder answered`) : undefined
+    for (const answer of this.signalling.values()) unknown === undefined ? answer.resolve({ kind: 'gone' }) : answer.reject(unknown)
     this.signalling.clear()
-    for (const answer of this.probing.values()) answer(undefined)
+    for (const answer of this.probing.values()) unknown === undefined ? answer.resolve(undefined) : answer.reject(unknown)
     this.probing.clear()
+    // Writes the holder never accepted: moot once the shell ended, failed when the pipe broke.
+    for (const waiting of this.acceptance.splice(0)) {
+      if (this.failure !== undefined && this.outcome === undefined) waiting.reject(this.failure)
+      else waiting.resolve()
+    }
     if (!this.outputEnded) {
       this.outputEnded = true
       this.output.push(null)

@@ -24,6 +24,8 @@ export type HolderFrame =
   | { type: 'error'; text: string }
   /** `k`: the answer to a signal request (see {@link signalFrame}). */
   | { type: 'signalled'; id: number; outcome: 'signalled' | 'refused' | 'failed' | 'gone'; pgid: number }
+  /** `i`: the input bytes the holder accepted in all (queued for the PTY). */
+  | { type: 'accepted'; total: number }
   /** `f`: the answer to a probe (see {@link probeFrame}); `facts` undefined when the program is gone. */
   | { type: 'probed'; id: number; facts: ForegroundFacts | undefined }
   /** A type this client does not know (a newer holder); skipped. */
@@ -136,6 +138,7 @@ function decode(code: number, payload: Buffer): HolderFrame {
     case 'O': return { type: 'output', data: payload }
     case 'X': return payload[0] === 1 ? { type: 'exit', code: null, signal: payload[1]! } : { type: 'exit', code: payload[1]!, signal: null }
     case 'E': return { type: 'error', text: payload.toString('utf8') }
+    case 'i': return { type: 'accepted', total: Number(payload.readBigUInt64LE(0)) }
     case 'f': return { type: 'probed', id: payload.readUInt32LE(0), facts: payload[4] !== 0 || payload.length < 14 ? undefined : probeFacts(payload) }
     case 'k': return { type: 'signalled', id: payload.readUInt32LE(0), outcome: SIGNAL_OUTCOMES[payload[4]!] ?? 'failed', pgid: payload.readUInt32LE(5) }
     default: return { type: 'unknown', code }
