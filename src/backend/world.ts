@@ -86,6 +86,12 @@ export interface OpenWorldOptions<C> {
    * runtime is one of this package's; false leaves `ctx.fs` out (a composition that brings its own).
    */
   fs?: boolean | { cwd?: string; diffBasisMaxBytes?: number; silenceMs?: number; durability?: 'written' | 'flushed' }
+  /**
+   * The owner agent's session id, which terminal-bash gives every terminal as DSH_SESSION_ID:
+   * with persistence 'client', a later world of the same session and spec takes its held shells
+   * back. Default: a fresh id.
+   */
+  session?: string
 }
 
 /**
@@ -167,6 +173,12 @@ export interface RemoteWorld {
   open(options?: { cwd?: string; name?: string; signal?: AbortSignal }): Promise<WorldTerminal>
   /** Close every terminal, dispose the runtime (removing a managed container). */
   dispose(): Promise<void>
+  /**
+   * Persistence 'client': leave every held shell running in the world for a later world of the
+   * same session to take back (until its TTL), then dispose as {@link dispose} does the rest.
+   * @returns how many shells were left.
+   */
+  detach(): Promise<number>
 }
 
 /**
@@ -242,7 +254,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     if (fs !== false) await mountRemoteFileSystem(ctx, fs === true ? {} : fs)
     for (const plugin of options.plugins ?? []) await plugin(ctx)
     await ctx.plugin(terminalBash, { ...options.terminal })
-    agent = ownerAgent(ctx, `dsh-remote-${randomUUID()}`)
+    agent = ownerAgent(ctx, options.session ?? `dsh-remote-${randomUUID()}`)
     ctx.agents.register(agent)
   } catch (error) {
     // Disposal also removes a managed container the sandbox companion already created.
@@ -299,6 +311,16 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     runtime,
     fs: ctx.get('fs'),
     open,
+    detach: async () => {
+      const runtime = ctx.subprocess
+      const left = runtime instanceof RemoteSubprocessRuntime ? runtime.detachHeldShells() : 0
+      await (disposed ??= (async () => {
+        const open = ctx.terminals.list(agent)
+        await Promise.allSettled(open.map(snapshot => ctx.terminals.kill(agent, snapshot.sessionId)))
+        await ctx.fiber.dispose()
+      })())
+      return left
+    },
     dispose: () => {
       disposed ??= (async () => {
         const open = ctx.terminals.list(agent)

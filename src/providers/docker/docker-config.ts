@@ -6,6 +6,7 @@
 import { z } from 'zod'
 import { TerminalEmulatorSettings } from '../../emulator/settings.ts'
 import { LocaleSettingSchema } from '../remote/environment.ts'
+import { PersistenceSetting } from '../remote/pty-holder/persistence.ts'
 
 const positiveInt = z.number().int().positive()
 
@@ -63,6 +64,12 @@ export const DockerRuntimeConfig = z.object({
   workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
   /** Managed container only: resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
   limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
+  /**
+   * Whether terminals' shells outlive their transport (`'connection'`) or their client
+   * (`'client'`), held in the container by dsh-pty (remote/pty-holder/persistence.ts); default
+   * `'off'`. A managed container (`image`) ends with its client: `'client'` is refused there.
+   */
+  persistence: PersistenceSetting.optional(),
   /**
    * End what clients that died left running in the container (their tagged sessions, see
    * remote/ownership.ts) when this client first connects as a user. Default true; off lists

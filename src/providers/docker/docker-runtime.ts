@@ -9,7 +9,7 @@ import type { z } from 'zod'
 import { DockerRuntimeConfig } from './docker-config.ts'
 import type { ControlChannel } from '../remote/control-channel.ts'
 import { type UserEnvironment, remoteChildEnv, userEnvironment } from '../remote/environment.ts'
-import { ControlChannelError, InvalidArgumentError } from '../remote/errors.ts'
+import { ControlChannelError, InvalidArgumentError, PersistenceUnavailableError } from '../remote/errors.ts'
 import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
@@ -17,6 +17,8 @@ import { WORLD_OWNER } from '../remote/world-owner.ts'
 import { type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { terminalHolder } from '../remote/pty-holder/holder-install.ts'
+import { heldShellLabel, planHeldShell } from '../remote/pty-holder/held-shell.ts'
+import { persistenceChoice } from '../remote/pty-holder/persistence.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import { DockerWorld, execUserRefusal } from './docker-world.ts'
@@ -77,6 +79,8 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const parsed = parseRuntimeConfig(DockerRuntimeConfig, config, 'Docker')
     super(ctx, 'docker', { reapOrphans: parsed.reapOrphans })
     this.config = parsed
+    this.persistence = persistenceChoice(parsed.persistence)
+    if (this.persistence.mode === 'client' && parsed.image !== undefined) throw new PersistenceUnavailableError(`a managed container (image ${parsed.image}) ends with its client, so its shells cannot outlive it: persistence 'client' needs an attached container (\`container\`), a dev container or an SSH host; 'connection' works here`)
     // The terminals' emulator worker loads while the world opens (emulator/host.ts).
     if (emulatorChoice(parsed.terminal) !== undefined) warmEmulatorWorker()
     this.extras = extras
@@ -188,21 +192,35 @@ export class DockerSubprocessRuntime extends RemoteSubprocessRuntime<DockerWorld
     const user = this.execUser
     const control = await world.control(user)
     const { ambient } = await this.environmentOf(world, control)
-    const handle = await startRemoteTerminal({
+    const common = {
       spec,
-      tag: this.ownership.newTag(),
       program: this.wrappedProgram(spec.argv),
       env: remoteChildEnv(ambient, spec.env),
       control,
       where: world.describe(user),
       emulator: emulatorChoice(this.config.terminal),
-      open: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
       // Not `!alive()`: a paused container has not ended (see ended()).
       worldEnded: () => world.ended(user),
       // A failed channel (a request timed out) is replaced for the teardown; a paused container refuses.
       recoverControl: () => world.recoverControl(user),
       onTerminated: this.forgetTerminal,
+    }
+    // Persistence 'client': the held shell this spec names, when this user recorded one.
+    const key = this.heldKey(spec)
+    const target = `docker:${world.containerId}:${user ?? ''}`
+    const taken = key === undefined ? {} : await this.takeBackTerminal(key, target, common)
+    if (taken.handle !== undefined) return this.adoptTerminal(taken.handle)
+    // A held shell (persistence): its tag names its holder, which no client's reaper outlives.
+    const held = this.persistence.mode === 'off' ? undefined : planHeldShell(control.info.uid)
+    const handle = await startRemoteTerminal({
+      ...common,
+      tag: held?.tag ?? this.ownership.newTag(),
+      open: script => held === undefined
+        ? this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols })
+        : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where: world.describe(user) }, command => world.openProcess(command, user, { stdin: true }), { key: key ?? '', label: heldShellLabel(spec) }),
     })
+    handle.previousEnding = taken.ended
+    if (held !== undefined && key !== undefined) await this.recordHeldShell(handle, held, key, target, control, spec)
     return this.adoptTerminal(handle)
   }
 

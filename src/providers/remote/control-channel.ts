@@ -550,6 +550,27 @@ export class ControlChannel {
     throw this.unexpected('own', reply)
   }
 
+  /**
+   * The world's identity as this program sees it: the boot id of its kernel and the inode of its
+   * pid namespace (control.sh `ident`). Another boot id is a rebooted host; another pid
+   * namespace, a restarted container.
+   */
+  async worldIdentity(): Promise<{ bootId: string; pidNamespace: string }> {
+    const reply = await this.request('ident')
+    if (reply[0] !== 'ok' || reply.length !== 3) throw this.unexpected('ident', reply)
+    return { bootId: reply[1]!, pidNamespace: reply[2]! }
+  }
+
+  /**
+   * The descriptions of the held shells in `directory` (dsh-pty hold.c `write_meta`: lines of
+   * NAME=VALUE words), as written; none when the directory is not this uid's own.
+   */
+  async heldShellLines(directory: string): Promise<string[]> {
+    const reply = await this.request('held', [directory])
+    if (reply[0] !== 'ok') throw this.unexpected('held', reply)
+    return reply.slice(1).map(field => field.replaceAll(',', ' '))
+  }
+
   /** Every registration of the ownership registry of this uid, with whether its program runs. */
   async owners(): Promise<OwnerRegistration[]> {
     const reply = await this.request('owners')

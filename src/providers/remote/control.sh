@@ -412,6 +412,31 @@ while IFS= read -r _req; do
         _o="$_o ${_f:--}"
       done
       echo "$_id ok$_o" ;;
+    ident)
+      # ident -> ok BOOTID PIDNS: the boot id (proc(5): /proc/sys/kernel/random/boot_id) and the
+      # inode of this program's pid namespace (namespaces(7)): another boot id is a rebooted host,
+      # another pid namespace a restarted container. One ls fork.
+      _b=-
+      { read -r _b; } < /proc/sys/kernel/random/boot_id
+      set -f; set -- $(ls -Li "/proc/$$/ns/pid" </dev/null); set +f
+      echo "$_id ok ${_b:--} ${1:--}" ;;
+    held)
+      # held DIR -> ok META...: each held shell's description (DIR/*.meta, written by dsh-pty
+      # hold.c: one line of NAME=VALUE words) with its spaces as commas; nothing when DIR is not
+      # this uid's own directory (a symlink, another user's). Builtins only.
+      _o=
+      if [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; then
+        for _f in "$1"/*.meta; do
+          [ -f "$_f" ] && [ ! -L "$_f" ] || continue
+          _l=
+          { IFS= read -r _l; } < "$_f"
+          set -f; set -- $_l; set +f
+          _j=
+          for _w in "$@"; do _j="$_j${_j:+,}$_w"; done
+          [ -n "$_j" ] && _o="$_o $_j"
+        done
+      fi
+      echo "$_id ok$_o" ;;
     *) echo "$_id err unknown-op" ;;
   esac
 done

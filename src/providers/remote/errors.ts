@@ -34,6 +34,10 @@ export type RemoteWorldErrorCode =
   | 'DEVCONTAINER_CONFIG_INVALID'
   | 'DEVCONTAINER_USER_NOT_FOUND'
   | 'WORLD_TOOL_UNAVAILABLE'
+  | 'HELD_SHELL_BUSY'
+  | 'HELD_SHELL_DENIED'
+  | 'HELD_SHELL_LOST'
+  | 'PERSISTENCE_UNAVAILABLE'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {
@@ -212,5 +216,50 @@ export class ScreenUnavailableError extends RemoteWorldError {
 export class WorldToolUnavailableError extends RemoteWorldError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('WORLD_TOOL_UNAVAILABLE', message, options)
+  }
+}
+
+/**
+ * A held shell (`persistence` 'connection' or 'client') is controlled by another client that is
+ * still connected: one controller at a time (pty-holder/hold.c). A takeover is granted only once
+ * that client is gone (no live control program of it in the world's ownership registry).
+ */
+export class HeldShellBusyError extends RemoteWorldError {
+  constructor(message: string) {
+    super('HELD_SHELL_BUSY', message)
+  }
+}
+
+/** A held shell refused an attach: the secret does not match its digest, or the user is not its owner. */
+export class HeldShellDeniedError extends RemoteWorldError {
+  constructor(message: string) {
+    super('HELD_SHELL_DENIED', message)
+  }
+}
+
+/** Why a held shell this client knew is not there to reattach (see {@link HeldShellLostError}). */
+export type HeldShellLoss = 'host-rebooted' | 'world-restarted' | 'holder-gone' | 'holder-replaced'
+
+/**
+ * A held shell this client recorded cannot be reattached, and a fresh one is NOT started in its
+ * place silently: the host rebooted (another boot id), the world restarted (another pid
+ * namespace: a restarted container), its holder ended (its TTL passed, or it was killed), or
+ * another process now has the holder's pid (its start time differs). The record is dropped, so
+ * the next terminal of the session starts a fresh shell.
+ */
+export class HeldShellLostError extends RemoteWorldError {
+  /** What happened to it. */
+  readonly loss: HeldShellLoss
+
+  constructor(loss: HeldShellLoss, message: string) {
+    super('HELD_SHELL_LOST', message)
+    this.loss = loss
+  }
+}
+
+/** Persistence was asked of a world where no held shell can run (no dsh-pty there, or a world that dies with its client). */
+export class PersistenceUnavailableError extends RemoteWorldError {
+  constructor(message: string) {
+    super('PERSISTENCE_UNAVAILABLE', message)
   }
 }

@@ -9,12 +9,19 @@ import { SubprocessRuntime } from '@deepseek-ai/dsh-subprocess'
 import type { z } from 'zod'
 import type { ControlChannel } from './control-channel.ts'
 import type { UserEnvironment } from './environment.ts'
-import { InvalidArgumentError, WorldClosedError } from './errors.ts'
+import { InvalidArgumentError, PersistenceUnavailableError, WorldClosedError } from './errors.ts'
 import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
 import { ResourceWatch } from './resource-events.ts'
 import type { ProcessTransport } from './process.ts'
-import type { RemoteTerminalHandle } from './terminal.ts'
+import { type RemoteTerminalHandle, type RemoteTerminalStart, type TerminalTransport, adoptRemoteTerminal } from './terminal.ts'
+import type { SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
+import { HeldShellLostError } from './errors.ts'
+import { type DetachedEnding, DSH_PTY_SESSION_VARIABLE, heldShellKey, matchingRecords, takeHeldShell } from './pty-holder/held-adoption.ts'
+import { HeldShellRecords, heldRecordsDirectory } from './pty-holder/held-records.ts'
+import { type HeldShellPlan, type PipeOpener, startHeldShell } from './pty-holder/held-shell.ts'
+import { terminalHolder } from './pty-holder/holder-install.ts'
+import { type Persistence, persistenceChoice } from './pty-holder/persistence.ts'
 import { type WorldOwner, WORLD_OWNER } from './world-owner.ts'
 import { isPackagedRipgrep, worldRipgrep } from './world-tools/ripgrep.ts'
 import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
@@ -54,6 +61,8 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * locale (environment.ts `chooseLocale`); read once, so every program of a world agrees.
    */
   protected readonly callerLang: string | undefined = process.env.LANG
+  /** Whether terminals' shells outlive their transport or client (config `persistence`; subclasses set it). */
+  protected persistence: Persistence = persistenceChoice(undefined)
   private readonly terminals = new Set<RemoteTerminalHandle>()
   private worldPromise: Promise<W> | undefined
   private disposing = false
@@ -104,6 +113,114 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * @throws WorldClosedError after disposal; the world's open and start errors.
    */
   abstract openProcess(script: string): Promise<ProcessTransport>
+
+  /**
+   * The transport of a held shell (persistence 'connection' or 'client'): dsh-pty holds it in the
+   * world (pty-holder/held-shell.ts), started through `open` (the pipe of the terminal's
+   * connection); later pipes to it are this runtime's {@link openProcess}.
+   * @throws PersistenceUnavailableError where dsh-pty cannot run in this world (the reason).
+   * @throws the holder's start errors (SpawnFailedError, TransportError).
+   */
+  protected async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, open: PipeOpener, identity: { key: string; label: string }): Promise<TerminalTransport> {
+    const holder = await terminalHolder(this.owner)
+    if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence '${this.persistence.mode}' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
+    return startHeldShell(plan, {
+      holderPath: holder.path,
+      open,
+      reopen: script => this.openProcess(script),
+      ...start,
+      persistence: this.persistence,
+      controller: this.ownership.clientId,
+      ...identity,
+      relayTag: this.newTag(),
+    })
+  }
+
+  /**
+   * Persistence 'client': the key a spawn spec names a held shell by (pty-holder/held-adoption.ts
+   * `heldShellKey`), undefined when the mode is another or the spec has no DSH session id.
+   */
+  protected heldKey(spec: SubprocessTerminalSpawnSpec): string | undefined {
+    if (this.persistence.mode !== 'client') return undefined
+    const policy = this.ctx.get('sandboxPolicy') as { defaultMode?: string } | undefined
+    return heldShellKey(spec, policy?.defaultMode)
+  }
+
+  /** The records of held shells this user keeps for `target` (pty-holder/held-records.ts). */
+  protected heldRecords(target: string): HeldShellRecords {
+    return new HeldShellRecords(heldRecordsDirectory(this.persistence.stateDir), target)
+  }
+
+  /**
+   * Persistence 'client': take back the held shell `key` names for this target, if this user
+   * recorded one. The record goes when the shell ends, or when it is found lost.
+   * @returns the handle on the same shell; else nothing (start a fresh one), with the ending of a
+   *   recorded shell that ended while no client held it (its status and last output).
+   * @throws HeldShellLostError (the host rebooted, the world restarted, the holder ended or its
+   *   pid is another process's: the record is dropped, so the next spawn starts fresh),
+   *   HeldShellBusyError, HeldShellDeniedError.
+   */
+  protected async takeBackTerminal(key: string, target: string, start: Omit<RemoteTerminalStart, 'open' | 'tag'>): Promise<{ handle?: RemoteTerminalHandle; ended?: DetachedEnding }> {
+    const records = this.heldRecords(target)
+    const [record] = matchingRecords(await records.list(), key, start.spec)
+    if (record === undefined) return {}
+    const holder = await terminalHolder(this.owner)
+    if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence 'client' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
+    let taken
+    try {
+      taken = await takeHeldShell(record, start.control, { holderPath: holder.path, reopen: script => this.openProcess(script), persistence: this.persistence, controller: this.ownership.clientId, relayTag: this.newTag(), where: start.where })
+    } catch (error) {
+      if (error instanceof HeldShellLostError) await records.remove(record.id)
+      throw error
+    }
+    if (taken.kind === 'ended') {
+      await records.remove(record.id)
+      return { ended: taken }
+    }
+    const handle = await adoptRemoteTerminal({ ...start, tag: record.tag, open: () => Promise.reject(new Error('a held shell taken back opens nothing')) }, {
+      transport: taken.terminal, replay: taken.replay, busy: taken.busy, program: record.program, session: record.session, parent: record.holder,
+    })
+    this.forgetRecordWhenEnded(handle, records, record.id)
+    return { handle }
+  }
+
+  /**
+   * Persistence 'client': record the held shell of `plan` that `handle` runs, so a later client
+   * of this user takes it back (pty-holder/held-records.ts); forgotten when it ends.
+   */
+  protected async recordHeldShell(handle: RemoteTerminalHandle, plan: HeldShellPlan, key: string, target: string, control: ControlChannel, spec: SubprocessTerminalSpawnSpec): Promise<void> {
+    const holder = handle.worldParent
+    if (holder === undefined) return
+    const world = await control.worldIdentity()
+    const records = this.heldRecords(target)
+    await records.add({
+      key, id: plan.id, stem: plan.stem, secret: plan.secret.toString('hex'), tag: plan.tag,
+      holder, session: handle.session, program: handle.identity, bootId: world.bootId, pidNamespace: world.pidNamespace,
+      pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, created: Date.now(),
+    })
+    this.forgetRecordWhenEnded(handle, records, plan.id)
+  }
+
+  /** Forget a held shell's record once its shell ended, or was lost for good (not when detached or merely unreachable). */
+  private forgetRecordWhenEnded(handle: RemoteTerminalHandle, records: HeldShellRecords, id: string): void {
+    handle.done.then(() => records.remove(id), error => error instanceof HeldShellLostError ? records.remove(id) : undefined).catch(() => undefined)
+  }
+
+  /**
+   * Leave every held shell of this runtime running in the world (persistence 'client'), for a
+   * later client to take back; other terminals are untouched (disposal ends them).
+   * @returns how many were left.
+   */
+  detachHeldShells(): number {
+    if (this.persistence.mode !== 'client') return 0
+    let count = 0
+    for (const handle of [...this.terminals]) {
+      if (handle.worldParent === undefined || !handle.held) continue
+      handle.detach()
+      count += 1
+    }
+    return count
+  }
 
   /** A new session tag of this client (see {@link WorldOwner.newTag}). */
   newTag(): string {

@@ -26,6 +26,14 @@ import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
 import { findWrappedProgram } from './wrapped-program.ts'
 
+/** Output a world dropped before the client received it (a held shell's log overflowed while it was detached). */
+export interface OutputGap {
+  /** The offset of the first byte dropped, in the shell's output since it started. */
+  offset: number
+  /** How many bytes were dropped. */
+  bytes: number
+}
+
 /** The PTY byte stream of one remote process, as a world provides it. */
 export interface TerminalTransport {
   /** Raw PTY output bytes; ends when the remote process's PTY side closes. */
@@ -60,6 +68,13 @@ export interface TerminalTransport {
    * channel then probes). Undefined once `program` ended.
    */
   foreground?(program: ProcessIdentity): Promise<ForegroundFacts | undefined>
+  /**
+   * Output the world dropped before this client received it (a held shell's log overflowed while
+   * it was detached: pty-holder/held-terminal.ts), in order; absent where nothing can be dropped.
+   */
+  readonly gaps?: readonly OutputGap[] | undefined
+  /** The shell outlives this transport (a held shell: pty-holder/held-terminal.ts). */
+  readonly held?: boolean | undefined
   /**
    * True when the window size is in place before the program runs, so no resize is sent at
    * start: the PTY's process was already running before the script was handed to it (a Docker
@@ -188,6 +203,14 @@ const PROMPT_MARKER = Buffer.from('\x1b]133;D')
  */
 const WARM_PROBE_QUIET_MS = 10
 
+/**
+ * A busy shell taken back (persistence 'client'): how long terminal-bash must have stopped
+ * probing before its held live output goes (ms; it probes every 50 ms while its startup waits),
+ * and the longest it is held (ms; above terminal-bash's default silence bound of 3 s).
+ */
+export const LIVE_HOLD_QUIET_MS = 200
+export const LIVE_HOLD_BOUND_MS = 15_000
+
 /** The window sizes {@link RemoteTerminalHandle.resize} accepts, [min, max] in character cells. */
 export const TERMINAL_SIZE_LIMITS = { rows: [1, 1000], cols: [2, 1000] } as const
 
@@ -306,6 +329,36 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
   return handle
 }
 
+/** A held shell a client took back (pty-holder/held-adoption.ts), for {@link adoptRemoteTerminal}. */
+export interface RemoteTerminalAdoption {
+  /** Its transport, attached, with the replay already read off its output. */
+  transport: TerminalTransport
+  /** What the client shows first (the end of its log). */
+  replay: Buffer
+  /** A program runs in the foreground (not the shell at its prompt). */
+  busy: boolean
+  /** The program terminal-bash knows, the session's leader and the shell's world-side parent, as recorded when it started. */
+  program: ProcessIdentity
+  session: ProcessIdentity
+  parent: ProcessIdentity | undefined
+}
+
+/**
+ * A handle on a held shell taken back (persistence 'client'): the same shell (same pid) as
+ * before, its replay first, the window set to the spec's size, with readiness terminal-bash
+ * understands (a shell at its prompt settles at once; a busy one by silence, its live output
+ * held meanwhile: see `holdLive`).
+ * @throws TransportError when its transport failed at once.
+ */
+export async function adoptRemoteTerminal(start: RemoteTerminalStart, adoption: RemoteTerminalAdoption): Promise<RemoteTerminalHandle> {
+  const { spec } = start
+  const emulator = start.emulator === undefined ? undefined : new TerminalEmulator({ rows: spec.rows, cols: spec.cols, ...start.emulator })
+  await emulator?.ready.catch(() => undefined)
+  const handle = new RemoteTerminalHandle(adoption.transport, start, adoption.program, adoption.session, adoption.replay, emulator, adoption.parent, { busy: adoption.busy })
+  await adoption.transport.resize(spec.rows, spec.cols).catch(() => undefined)
+  return handle
+}
+
 /**
  * A live remote terminal. `output` carries the program's bytes exactly (nothing decoded);
  * `done` resolves with the top-level exit facts, or rejects with {@link TransportError} when
@@ -358,6 +411,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** Input written before the program first read the terminal waits for this (see write). */
   private firstRead: Promise<void> | undefined
   private readFirst = false
+  /**
+   * A busy shell taken back: its live output waits (held, not flushed) until terminal-bash's
+   * startup settled, seen as its probes stopping (see {@link holdLive}).
+   */
+  private liveHeld: { since: number; timer: NodeJS.Timeout } | undefined
+  /** When the last foreground probe of the caller came (performance.now() ms), and how many came. */
+  private lastProbeAt = 0
+  private probeCount = 0
   /** The last chunk carried a prompt marker: the next one (the prompt's text) is handed over at once too. */
   private promptTailDue = false
   /** The output carried terminal-bash's prompt marker (OSC 133;D) at least once. */
@@ -389,7 +450,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   })
 
   /** @internal Use {@link startRemoteTerminal}. */
-  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator, parent?: ProcessIdentity) {
+  constructor(transport: TerminalTransport, start: RemoteTerminalStart, identity: ProcessIdentity, session: ProcessIdentity, rest: Buffer, emulator?: TerminalEmulator, parent?: ProcessIdentity, adopted?: { busy: boolean }) {
     this.transport = transport
     this.parent = parent
     this.start = start
@@ -398,9 +459,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.session = session
     this.pid = identity.pid
     this.emulator = emulator
+    // A shell taken back: `rest` is its replay. The emulator rebuilds its screen from it without
+    // answering the queries in it (their programs asked them long ago); a busy shell's live
+    // output waits until terminal-bash's startup settled (see holdLive).
+    let replaying = adopted !== undefined && rest.length > 0
+    if (adopted?.busy === true) this.holdLive()
     emulator?.connect({
       onReply: data => {
-        if (!this.exited && !this.closing) this.replies.reply(data)
+        if (!this.exited && !this.closing && !replaying) this.replies.reply(data)
       },
       onPrompt: () => this.replies.prompt(),
       onBackpressure: paused => {
@@ -412,6 +478,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       this.notePrompt(rest)
       this.emulator?.write(rest)
       this.output.write(rest)
+      // The worker answers a sync after every reply to what it parsed before it.
+      if (replaying) void (this.emulator?.sync() ?? Promise.resolve()).catch(() => undefined).finally(() => { replaying = false })
     }
     const outputEnded = Promise.withResolvers<void>()
     // Everything held is delivered before `done` settles and before `output` ends.
@@ -442,6 +510,45 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   }
 
   /**
+   * Persistence 'client': the held shell of this session that ended while no client held it
+   * (its status and last output), when this spawn found one instead of a shell to take back.
+   */
+  previousEnding: { outcome: SubprocessOutcome; tail: Buffer } | undefined
+
+  /** Whether the shell is held in the world (persistence 'connection' or 'client'): it outlives its transport. */
+  get held(): boolean {
+    return this.transport.held === true
+  }
+
+  /** The shell's world-side parent (pty-holder/), when it has one: a held shell's holder. */
+  get worldParent(): ProcessIdentity | undefined {
+    return this.parent
+  }
+
+  /**
+   * Leave a held shell running in the world (persistence 'client'): release the transport and
+   * make {@link terminate} a no-op, so a later client takes the shell back. `output` ends and
+   * `done` rejects with TransportError (detached), as for a transport lost for good.
+   */
+  detach(): void {
+    if (this.cleanup !== undefined) return
+    this.closing = true
+    this.cleanup = Promise.resolve()
+    this.transport.close()
+    this.emulator?.close()
+    this.start.onTerminated?.(this)
+  }
+
+  /**
+   * Output the world dropped before this client received it: ranges of a held shell's output
+   * (persistence 'connection' or 'client') that its log no longer held when this client attached
+   * again, as offsets in the shell's output since it started and sizes in bytes. Empty otherwise.
+   */
+  get outputGaps(): readonly OutputGap[] {
+    return this.transport.gaps ?? []
+  }
+
+  /**
    * The control channel this terminal's probes use (the same uid, container or login session
    * as the shell): its cgroup is the shell's (resource-events.ts).
    */
@@ -466,6 +573,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    */
   write(data: string): Promise<void> {
     if (this.exited) return Promise.reject(new Error('terminal process has exited'))
+    // A send: what a busy adopted shell printed meanwhile goes first (see holdLive).
+    this.releaseLive()
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
     const input = this.replyGuard.filter(data)
     if (input.length === 0) return Promise.resolve()
@@ -549,6 +658,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** @inheritdoc */
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined> {
     if (this.closing) return Promise.reject(new Error('terminal is terminating'))
+    this.lastProbeAt = performance.now()
+    this.probeCount += 1
     this.probing += 1
     return this.track(this.probe().then(async facts => {
       // During a signal's drain, the drain's one chunk is handed over when the output goes
@@ -691,6 +802,34 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   }
 
   /**
+   * Hold a busy adopted shell's live output (see {@link LIVE_HOLD_QUIET_MS}): terminal-bash's
+   * startup settles a shell it did not see at a prompt only after its output was silent for
+   * its silence bound (3 s by default), which a program that prints every 100 ms never is, and a
+   * startup that times out terminates the shell. The output is kept meanwhile (the transport
+   * pauses at {@link OUTPUT_COALESCE_BYTES}: then the holder keeps it in its log), and follows,
+   * every byte in order, once terminal-bash stopped probing for {@link LIVE_HOLD_QUIET_MS}, at
+   * the first write, or after {@link LIVE_HOLD_BOUND_MS}.
+   */
+  private holdLive(): void {
+    const since = performance.now()
+    const check = (): void => {
+      if (this.liveHeld === undefined) return
+      const now = performance.now()
+      const quiet = this.probeCount > 0 && now - this.lastProbeAt >= LIVE_HOLD_QUIET_MS
+      if (quiet || now - since >= LIVE_HOLD_BOUND_MS || this.exited || this.closing) this.releaseLive()
+    }
+    this.liveHeld = { since, timer: setInterval(check, LIVE_HOLD_QUIET_MS / 4) }
+  }
+
+  /** Let a held live output go (see {@link holdLive}). */
+  private releaseLive(): void {
+    if (this.liveHeld === undefined) return
+    clearInterval(this.liveHeld.timer)
+    this.liveHeld = undefined
+    this.flush()
+  }
+
+  /**
    * Start a signal's drain (see {@link SIGNAL_DRAIN_QUIET_MS}): from now, held output is handed
    * over once it has been quiet, as one chunk; the first hand-over, or the bound, ends it.
    */
@@ -759,6 +898,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
 
   /** Write every held chunk to `output` as one chunk, in order; then let the transport go on (see {@link updateSource}). */
   private flush(): void {
+    // A busy adopted shell's live output waits for terminal-bash's startup (see holdLive).
+    if (this.liveHeld !== undefined && !this.exited && !this.closing) return
     if (this.flushTimer !== undefined) {
       clearTimeout(this.flushTimer)
       this.flushTimer = undefined
@@ -790,6 +931,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private endOutput(): void {
     if (this.warmTimer !== undefined) clearTimeout(this.warmTimer)
     this.warmTimer = undefined
+    if (this.liveHeld !== undefined) clearInterval(this.liveHeld.timer)
+    this.liveHeld = undefined
     this.endDrain()
     this.flush()
     if (!this.output.writableEnded) this.output.end()

@@ -4,6 +4,7 @@
  * @module dsh-remote-worlds/providers/ssh/ssh-config
  */
 import { z } from 'zod'
+import { PersistenceSetting } from '../remote/pty-holder/persistence.ts'
 import { TerminalEmulatorSettings } from '../../emulator/settings.ts'
 import { LocaleSettingSchema } from '../remote/environment.ts'
 
@@ -63,6 +64,11 @@ export const SshRuntimeConfig = z.object({
    * ending them (`dsh-remote-worlds doctor`).
    */
   reapOrphans: z.boolean().optional(),
+  /**
+   * Whether terminals' shells outlive their connection (`'connection'`) or their client
+   * (`'client'`), held on the host by dsh-pty (remote/pty-holder/persistence.ts); default `'off'`.
+   */
+  persistence: PersistenceSetting.optional(),
 }).strict()
 
 /** Input shape of {@link SshRuntimeConfig}. */

@@ -18,9 +18,11 @@ import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { WORLD_OWNER } from '../remote/world-owner.ts'
-import { type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
+import { type RemoteTerminalHandle, type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { holderScript, terminalHolder } from '../remote/pty-holder/holder-install.ts'
+import { heldShellLabel, planHeldShell } from '../remote/pty-holder/held-shell.ts'
+import { persistenceChoice } from '../remote/pty-holder/persistence.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
 import type { HostLookup, SshCredentials, SshHop } from './connect.ts'
@@ -74,6 +76,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     const parsed = parseRuntimeConfig(SshRuntimeConfig, config, 'SSH')
     super(ctx, 'ssh', { reapOrphans: parsed.reapOrphans })
     this.config = parsed
+    this.persistence = persistenceChoice(parsed.persistence)
     // The terminals' emulator worker loads while the world opens (emulator/host.ts).
     if (emulatorChoice(parsed.terminal) !== undefined) warmEmulatorWorker()
     this.extras = extras
@@ -135,25 +138,41 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     // domain); a refused channel (the server's MaxSessions) moves it to another connection.
     // The connection stays open until the terminal's teardown ended (the proof of quiescence
     // runs on its control channel after the shell, and so the PTY channel, is gone).
+    const key = this.heldKey(spec)
+    const { target } = world.options.hop
+    const recordTarget = `ssh:${target.user}@${target.host}:${target.port}`
     const handle = await world.withSlot(async lease => {
       const unhold = lease.retain()
       try {
-        return await startRemoteTerminal({
+        const common = {
           spec,
-          tag: this.ownership.newTag(),
           program: this.wrappedProgram(spec.argv),
           env: remoteChildEnv((await this.environmentOf(lease.connection)).ambient, spec.env),
           control: lease.connection.control,
           where: world.describe(),
           emulator: emulatorChoice(this.config.terminal),
-          open: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
           worldEnded: async () => false,
           recoverControl: () => world.control(),
-          onTerminated: terminated => {
+          onTerminated: (terminated: RemoteTerminalHandle) => {
             unhold()
             this.forgetTerminal(terminated)
           },
+        }
+        // Persistence 'client': the held shell this spec names, when this user recorded one.
+        const taken = key === undefined ? {} : await this.takeBackTerminal(key, recordTarget, common)
+        if (taken.handle !== undefined) return taken.handle
+        // A held shell (persistence): its tag names its holder, which no client's reaper outlives.
+        const held = this.persistence.mode === 'off' ? undefined : planHeldShell(lease.connection.control.info.uid)
+        const started = await startRemoteTerminal({
+          ...common,
+          tag: held?.tag ?? this.ownership.newTag(),
+          open: script => held === undefined
+            ? this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() })
+            : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }, async command => processTransport(await lease.exec(command), lease.connection, true), { key: key ?? '', label: heldShellLabel(spec) }),
         })
+        started.previousEnding = taken.ended
+        if (held !== undefined && key !== undefined) await this.recordHeldShell(started, held, key, recordTarget, lease.connection.control, spec)
+        return started
       } catch (error) {
         unhold()
         throw error

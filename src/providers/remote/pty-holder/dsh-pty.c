@@ -70,16 +70,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL "2"
+#define PROTOCOL "3"
 #include "world-arch.h"
 #include "foreground.h"
+#include "hold.h"
+#include "pty-shell.h"
+#include "relay.h"
+#include "wire.h"
 
-/* The largest frame the client may send (bytes): a spawn carries the start wrapper (<= 128 KiB). */
-#define MAX_FRAME (1u << 20)
 /* Input accepted from the client and not yet written to the PTY, above which stdin is not read. */
 #define MAX_PENDING_INPUT (1u << 20)
-/* The largest output frame (bytes). */
-#define MAX_OUTPUT (64u * 1024u)
 /* After the shell ended: how long the PTY may stay quiet before the exit frame (ms), and the
  * longest the holder relays what is left (ms), so a background job that floods the PTY cannot
  * keep the terminal from ending. */
@@ -93,9 +93,6 @@ static size_t pending_len, pending_cap;
 /* Input bytes accepted from the client in all (the `i` frame). */
 static uint64_t input_accepted;
 
-static uint32_t get_u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static void put_u32(unsigned char *p, uint32_t v) { p[0] = v & 0xff; p[1] = v >> 8 & 0xff; p[2] = v >> 16 & 0xff; p[3] = v >> 24 & 0xff; }
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -141,27 +138,8 @@ static void queue_input(const unsigned char *data, size_t length) {
   pending_len += length;
 }
 
-/* The child: a new session whose controlling tty is the PTY, then `/bin/sh -c SCRIPT`. */
-static void exec_shell(int slave, const char *script, const sigset_t *old_mask) {
-  if (setsid() < 0) _exit(126);
-  /* TIOCSCTTY on the inherited slave fd: a session leader without a controlling tty takes this
-   * one (arg 0: never steal it from another session; tty_ioctl(4)). */
-  if (ioctl(slave, TIOCSCTTY, 0) < 0) _exit(126);
-  if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) _exit(126);
-  if (slave > 2) close(slave);
-  /* The holder's session tag is its own (the client's reaper ends a holder a dead client left);
-   * the shell gets the terminal's, from the start wrapper. */
-  unsetenv("DSH_REMOTE_SESSION");
-  /* Ignored signals and the mask survive execve(2): give the shell the defaults. */
-  signal(SIGPIPE, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  sigprocmask(SIG_SETMASK, old_mask, NULL);
-  execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-  _exit(127);
-}
-
-int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-pty " PROTOCOL " " ARCH "\n"); return 0; }
+/* The attached mode: one client on stdin/stdout, the shell ends with it (see the top). */
+static int attached(void) {
   signal(SIGPIPE, SIG_IGN);
   /* The holder has no controlling tty (a non-PTY exec), but a hangup must never end it before
    * it reported the shell's status. */
@@ -176,11 +154,7 @@ int main(int argc, char **argv) {
   static const char hello[] = "dsh-pty " PROTOCOL " " ARCH;
   send_frame('H', hello, sizeof hello - 1);
 
-  int master = -1;
-  /* The PTY slave's file: what a descriptor must be to count as the terminal (foreground.c). */
-  dev_t slave_dev = 0;
-  ino_t slave_ino = 0;
-  pid_t shell = -1;
+  struct pty_shell pty = { -1, -1, 0, 0 };
   int shell_status = 0, shell_ended = 0;
   long long ended_at = 0;
   /* The master gave EIO or a hangup: nothing holds the slave side (all output is read). */
@@ -188,26 +162,24 @@ int main(int argc, char **argv) {
   /* After the shell ended, a poll that asked for output found none within DRAIN_QUIET_MS. */
   int drain_quiet = 0;
   uint64_t credit = 0;
-  int stdin_open = 1;
   static unsigned char out_buf[MAX_OUTPUT];
 
   for (;;) {
     /* After the shell ended: the exit frame once the PTY holds nothing more (a read window of
      * DRAIN_QUIET_MS found no byte) or after DRAIN_BOUND_MS; both only while the client takes
      * output (credit), so a slow reader loses nothing the shell printed. */
-    if (shell_ended && (master < 0 || master_hup || (credit > 0 && (drain_quiet || now_ms() - ended_at >= DRAIN_BOUND_MS)))) {
+    if (shell_ended && (pty.master < 0 || master_hup || (credit > 0 && (drain_quiet || now_ms() - ended_at >= DRAIN_BOUND_MS)))) {
       unsigned char exit_frame[3];
-      if (WIFSIGNALED(shell_status)) { exit_frame[0] = 1; exit_frame[1] = (unsigned char)WTERMSIG(shell_status); exit_frame[2] = WCOREDUMP(shell_status) ? 1 : 0; }
-      else { exit_frame[0] = 0; exit_frame[1] = (unsigned char)WEXITSTATUS(shell_status); exit_frame[2] = 0; }
+      pty_exit_status(shell_status, exit_frame);
       send_frame('X', exit_frame, sizeof exit_frame);
       return 0;
     }
     struct pollfd fds[3];
     int nfds = 0, stdin_at = -1, master_at = -1;
     fds[nfds++] = (struct pollfd){ sfd, POLLIN, 0 };
-    if (stdin_open && pending_len < MAX_PENDING_INPUT) { stdin_at = nfds; fds[nfds++] = (struct pollfd){ 0, POLLIN, 0 }; }
+    if (pending_len < MAX_PENDING_INPUT) { stdin_at = nfds; fds[nfds++] = (struct pollfd){ 0, POLLIN, 0 }; }
     short master_events = (short)((credit > 0 && !master_hup ? POLLIN : 0) | (pending_len > 0 ? POLLOUT : 0));
-    if (master >= 0 && master_events != 0) { master_at = nfds; fds[nfds++] = (struct pollfd){ master, master_events, 0 }; }
+    if (pty.master >= 0 && master_events != 0) { master_at = nfds; fds[nfds++] = (struct pollfd){ pty.master, master_events, 0 }; }
     int timeout = shell_ended ? DRAIN_QUIET_MS : -1;
     int ready = poll(fds, (nfds_t)nfds, timeout);
     if (ready < 0) {
@@ -222,25 +194,25 @@ int main(int argc, char **argv) {
       int status;
       pid_t got;
       while ((got = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (got == shell && !shell_ended) { shell_status = status; shell_ended = 1; ended_at = now_ms(); }
+        if (got == pty.pid && !shell_ended) { shell_status = status; shell_ended = 1; ended_at = now_ms(); }
       }
     }
 
     if (master_at >= 0 && fds[master_at].revents) {
       short ev = fds[master_at].revents;
       if ((ev & POLLOUT) && pending_len > 0) {
-        ssize_t n = write(master, pending_input, pending_len);
+        ssize_t n = write(pty.master, pending_input, pending_len);
         if (n > 0) { memmove(pending_input, pending_input + n, pending_len - (size_t)n); pending_len -= (size_t)n; }
       }
       if ((ev & (POLLIN | POLLHUP | POLLERR)) && credit > 0) {
         size_t want = credit < MAX_OUTPUT ? (size_t)credit : MAX_OUTPUT;
-        ssize_t n = read(master, out_buf, want);
+        ssize_t n = read(pty.master, out_buf, want);
         if (n > 0) {
           /* A PTY read returns at most what the line discipline holds (a few KiB): read on while
            * more is there, so a flood goes out in frames of up to MAX_OUTPUT, not one per read. */
           size_t have = (size_t)n;
           while (have < want) {
-            ssize_t more = read(master, out_buf + have, want - have);
+            ssize_t more = read(pty.master, out_buf + have, want - have);
             if (more <= 0) break;
             have += (size_t)more;
           }
@@ -259,8 +231,7 @@ int main(int argc, char **argv) {
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) {
         /* The client is gone: hang the terminal up (SIGHUP to the shell's session) and end. */
-        stdin_open = 0;
-        if (master >= 0) close(master);
+        if (pty.master >= 0) close(pty.master);
         return 0;
       }
       in_len += (size_t)n;
@@ -272,82 +243,41 @@ int main(int argc, char **argv) {
         if (in_len - at < 5 + (size_t)length) break;
         unsigned char type = in_buf[at];
         const unsigned char *payload = in_buf + at + 5;
-        if (type == 'S' && shell < 0 && length >= 8) {
-          struct winsize size = { .ws_row = get_u16(payload), .ws_col = get_u16(payload + 2) };
+        if (type == 'S' && pty.pid < 0 && length >= 8) {
           credit += get_u32(payload + 4);
           char *script = malloc(length - 8 + 1);
           if (script == NULL) _exit(3);
           memcpy(script, payload + 8, length - 8);
           script[length - 8] = 0;
-          master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-          if (master < 0) send_error("posix_openpt");
-          if (grantpt(master) < 0) send_error("grantpt");
-          if (unlockpt(master) < 0) send_error("unlockpt");
-          char slave_name[128];
-          if (ptsname_r(master, slave_name, sizeof slave_name) != 0) send_error("ptsname");
-          if (size.ws_row > 0 && size.ws_col > 0) ioctl(master, TIOCSWINSZ, &size);
-          /* Opened here, not in the child: the slave side is never closed between the fork and
-           * the shell's exec, so the master reports a hangup only when the terminal really has
-           * no user left. */
-          int slave = open(slave_name, O_RDWR | O_NOCTTY);
-          if (slave < 0) send_error("open the PTY slave");
-          struct stat slave_file;
-          if (fstat(slave, &slave_file) < 0) send_error("fstat the PTY slave");
-          slave_dev = slave_file.st_dev;
-          slave_ino = slave_file.st_ino;
-          shell = fork();
-          if (shell < 0) send_error("fork");
-          if (shell == 0) {
-            close(sfd);
-            close(0);
-            close(1);
-            exec_shell(slave, script, &old_mask);
-          }
-          close(slave);
+          const char *failed = "";
+          if (pty_shell_start(get_u16(payload), get_u16(payload + 2), script, &old_mask, &pty, &failed) < 0) send_error(failed);
           free(script);
-          fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
           pid_t self = getpid();
-          unsigned char started[8] = { shell & 0xff, shell >> 8 & 0xff, shell >> 16 & 0xff, shell >> 24 & 0xff, self & 0xff, self >> 8 & 0xff, self >> 16 & 0xff, self >> 24 & 0xff };
+          unsigned char started[8];
+          put_u32(started, (uint32_t)pty.pid);
+          put_u32(started + 4, (uint32_t)self);
           send_frame('P', started, sizeof started);
-        } else if (type == 'I' && master >= 0) {
+        } else if (type == 'I' && pty.master >= 0) {
           queue_input(payload, length);
           input_accepted += length;
-        } else if (type == 'R' && master >= 0 && length >= 4) {
+        } else if (type == 'R' && pty.master >= 0 && length >= 4) {
           struct winsize size = { .ws_row = get_u16(payload), .ws_col = get_u16(payload + 2) };
-          ioctl(master, TIOCSWINSZ, &size);
+          ioctl(pty.master, TIOCSWINSZ, &size);
         } else if (type == 'C' && length >= 4) {
           credit += get_u32(payload);
         } else if (type == 'K' && length >= 9) {
           unsigned char outcome = 3;
           pid_t group = 0;
-          if (master >= 0 && !shell_ended) {
-            int signo = payload[4];
-            pid_t program = (pid_t)get_u32(payload + 5);
-            group = tcgetpgrp(master);
-            if (group <= 0) { outcome = 2; group = group < 0 ? 0 : group; }
-            else if (signo == SIGKILL && getpgid(program) == group) outcome = 1;
-            else outcome = kill(-group, signo) == 0 ? 0 : 2;
-          }
-          unsigned char reply[9] = { payload[0], payload[1], payload[2], payload[3], outcome, group & 0xff, group >> 8 & 0xff, group >> 16 & 0xff, group >> 24 & 0xff };
+          if (pty.master >= 0 && !shell_ended) outcome = (unsigned char)pty_signal_foreground(pty.master, payload[4], (pid_t)get_u32(payload + 5), &group);
+          unsigned char reply[9];
+          memcpy(reply, payload, 4);
+          reply[4] = outcome;
+          put_u32(reply + 5, (uint32_t)group);
           send_frame('k', reply, sizeof reply);
         } else if (type == 'F' && length >= 16) {
-          struct fg_facts facts;
-          pid_t program = (pid_t)get_u32(payload + 4);
-          unsigned long long start = (unsigned long long)get_u32(payload + 8) | (unsigned long long)get_u32(payload + 12) << 32;
-          int gone = master < 0 || fg_probe(program, start, slave_dev, slave_ino, &facts) != 0;
           unsigned char reply[14 + FG_CALL_MAX];
-          memcpy(reply, payload, 4);
-          uint32_t length_out = 5;
-          reply[4] = gone ? 1 : 0;
-          if (!gone) {
-            put_u32(reply + 5, (uint32_t)(int32_t)facts.tpgid);
-            put_u32(reply + 9, (uint32_t)(int32_t)facts.program_pgrp);
-            reply[13] = facts.waiting ? 1 : 0;
-            size_t call = strlen(facts.call);
-            memcpy(reply + 14, facts.call, call);
-            length_out = 14 + (uint32_t)call;
-          }
-          send_frame('f', reply, length_out);
+          uint32_t reply_length = fg_reply(pty.master >= 0, pty.slave_dev, pty.slave_ino, payload, reply);
+          send_frame('f', reply, reply_length);
         }
         at += 5 + (size_t)length;
       }
@@ -355,10 +285,16 @@ int main(int argc, char **argv) {
       in_len -= at;
       if (input_accepted != accepted_before) {
         unsigned char ack[8];
-        put_u32(ack, (uint32_t)input_accepted);
-        put_u32(ack + 4, (uint32_t)(input_accepted >> 32));
+        put_u64(ack, input_accepted);
         send_frame('i', ack, sizeof ack);
       }
     }
   }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-pty " PROTOCOL " " ARCH "\n"); return 0; }
+  if (argc > 2 && strcmp(argv[1], "--connect") == 0) return relay(argv[2]);
+  if (argc > 2 && strcmp(argv[1], "--hold") == 0) return hold(argv[2]);
+  return attached();
 }

@@ -27,4 +27,11 @@ struct fg_facts {
  */
 int fg_probe(pid_t program, unsigned long long starttime, dev_t tty_dev, ino_t tty_ino, struct fg_facts *out);
 
+/*
+ * Answer the probe request `request` (an `F` frame's payload, at least 16 bytes: u32 id, u32 pid,
+ * u64 start time) into `reply` (room for 14 + FG_CALL_MAX bytes): the `f` frame's payload (see
+ * dsh-pty.c), "gone" when there is no PTY (`have_pty` 0). Returns the reply's length.
+ */
+unsigned int fg_reply(int have_pty, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply);
+
 #endif

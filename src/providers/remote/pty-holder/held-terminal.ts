@@ -9,18 +9,31 @@
  *   flood drains at most the terminal's window (flow-budget.ts) plus the PTY's own buffer;
  * - a terminal that settles on the holder's exit frame, without waiting for the engine or sshd
  *   to report the end of the exec.
+ *
+ * A HELD shell (`dsh-pty --hold`, hold.c) outlives its pipe: when the pipe is lost, this side
+ * opens another (a relay to the holder's socket), attaches again with the shell's secret, and
+ * goes on where it was: output from the offset it last received, input resent from the offset the
+ * holder last accepted (each byte applied once), unanswered requests asked again (a signal is
+ * answered, never delivered twice). Until then writes, probes and signals wait; `output` neither
+ * ends nor errs. Only a loss longer than the link's deadline fails the terminal.
  * @module dsh-remote-worlds/providers/remote/pty-holder/held-terminal
  */
-import { Readable } from 'node:stream'
+import { Readable, type Writable } from 'node:stream'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
-import { SpawnFailedError, TransportError } from '../errors.ts'
+import { HeldShellBusyError, HeldShellDeniedError, HeldShellLostError, RemoteWorldError, SpawnFailedError, TransportError } from '../errors.ts'
 import { constants as osConstants } from 'node:os'
 import type { ForegroundFacts, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from '../control-channel.ts'
 import type { ProcessTransport } from '../process.ts'
 import { signalName } from '../signals.ts'
-import type { TerminalTransport } from '../terminal.ts'
+import type { OutputGap, TerminalTransport } from '../terminal.ts'
+
+export type { OutputGap }
 import { MAX_WINDOW_BYTES, flowWindow, leaveFlow } from './flow-budget.ts'
-import { type HolderFrame, HolderFrameReader, creditFrame, inputFrames, probeFrame, resizeFrame, signalFrame, spawnFrame } from './protocol.ts'
+import {
+  type AttachReply, type DetachedSpawn, type HolderFrame, HolderFrameReader, attachFrame, creditFrame, heldSpawnFrame, inputAtFrames, inputFrames,
+  probeFrame, releaseFrame, resizeFrame, signalFrame, spawnFrame,
+} from './protocol.ts'
 
 /**
  * The credit a held terminal starts with (bytes), before any output told how busy the process's
@@ -41,8 +54,31 @@ export const PTY_BUFFER_BYTES = 68 * 1024
 /** Stderr of the holder kept for messages (bytes). */
 const STDERR_KEPT_BYTES = 4096
 
-/** A request's pending answer. */
-type Answer<T> = Pick<PromiseWithResolvers<T>, 'resolve' | 'reject'>
+/** Pauses between attempts to reach a held shell again (ms), the last one repeated. */
+const RECONNECT_BACKOFF_MS = [100, 250, 500, 1000, 2000] as const
+
+/** Failures to reach a held shell that no retry mends (the world stopped, or refuses this client). */
+const PERMANENT_LOSSES = new Set(['TARGET_NOT_RUNNING', 'TARGET_NOT_FOUND', 'WORLD_CLOSED', 'AUTH_FAILED', 'HOST_KEY_UNKNOWN', 'HOST_KEY_CHANGED', 'HOST_KEY_REVOKED'])
+
+/** A request's pending answer, and the frame that asked (sent again after a reconnect). */
+interface Pending<T> extends Pick<PromiseWithResolvers<T>, 'resolve' | 'reject'> {
+  frame: Buffer
+}
+
+
+/** How a held shell is reached again after its pipe was lost. */
+export interface HeldShellLink {
+  /** The secret every attach presents (32 bytes; the holder keeps its SHA-256). */
+  secret: Buffer
+  /** This client's controller id (its ownership client id, 32 hex digits). */
+  controller: string
+  /** Open a fresh pipe to the holder's socket (a relay, `dsh-pty --connect SOCKET`). */
+  reconnect(): Promise<ProcessTransport>
+  /** How long the pipe may stay lost before the terminal fails with TransportError (ms). */
+  deadlineMs: number
+  /** Told of each range of output the holder dropped before this client received it. */
+  onGap?: ((gap: OutputGap) => void) | undefined
+}
 
 /** What {@link openHeldTerminal} starts. */
 export interface HeldTerminalStart {
@@ -53,6 +89,11 @@ export interface HeldTerminalStart {
   cols: number
   /** World description for messages. */
   where: string
+  /**
+   * A held shell (`dsh-pty --hold` on the pipe): what its spawn names, and how to reach it
+   * again. Absent: the attached mode (the shell ends with the pipe).
+   */
+  held?: { spawn: DetachedSpawn; link: HeldShellLink } | undefined
 }
 
 /**
@@ -62,86 +103,144 @@ export interface HeldTerminalStart {
  * @throws SpawnFailedError when the holder reports it cannot start a shell (its reason), or ends
  *   first (its stderr); TransportError when the pipe breaks first.
  */
-export function openHeldTerminal(pipe: ProcessTransport, start: HeldTerminalStart): Promise<TerminalTransport> {
-  const stdin = pipe.stdin
-  if (stdin === undefined) return Promise.reject(new TypeError('openHeldTerminal needs a transport with stdin'))
+export function openHeldTerminal(pipe: ProcessTransport, start: HeldTerminalStart): Promise<HeldTerminal> {
   return new Promise((resolve, reject) => {
-    const terminal = new HeldTerminal(pipe, stdin, start, { resolve, reject })
-    terminal.begin()
+    const terminal = new HeldTerminal(start, start.held?.link, { resolve, reject })
+    terminal.begin(pipe, start.held === undefined
+      ? spawnFrame(start.rows, start.cols, HOLDER_CREDIT_BYTES, start.script)
+      : heldSpawnFrame(start.rows, start.cols, HOLDER_CREDIT_BYTES, start.held.spawn, start.script))
   })
 }
 
-class HeldTerminal implements TerminalTransport {
+/** What {@link attachHeldShell} resolves with: the terminal, and the holder's answer. */
+export interface AttachedShell {
+  terminal: HeldTerminal
+  reply: AttachReply
+}
+
+/**
+ * Attach to a held shell through `pipe` (a relay to its socket) as a client that never read its
+ * output: the output starts with the last `replayBytes` of its log.
+ * @throws HeldShellBusyError, HeldShellDeniedError, SpawnFailedError (no shell there), or
+ *   TransportError when the pipe ends first.
+ */
+export function attachHeldShell(pipe: ProcessTransport, where: string, link: HeldShellLink, replayBytes: number, takeover: boolean): Promise<AttachedShell> {
+  return new Promise((resolve, reject) => {
+    let reply: AttachReply | undefined
+    const terminal = new HeldTerminal({ script: '', rows: 0, cols: 0, where }, link, {
+      resolve: opened => resolve({ terminal: opened, reply: reply! }),
+      reject,
+    }, answer => { reply = answer })
+    terminal.begin(pipe, attachFrame(link.secret, takeover, { fromHead: replayBytes }, HOLDER_CREDIT_BYTES, link.controller))
+  })
+}
+
+/** One pipe to the holder and what was said on it. */
+interface Wire {
+  pipe: ProcessTransport
+  stdin: Writable
+  reader: HolderFrameReader
+  /** The holder answered the spawn or the attach on it. */
+  live: boolean
+  /** It ended or broke (its events after that are ignored). */
+  gone: boolean
+}
+
+/**
+ * The transport over one dsh-pty: see the module. Made by {@link openHeldTerminal} and
+ * {@link attachHeldShell}.
+ */
+export class HeldTerminal implements TerminalTransport {
   readonly output: Readable
   readonly sizeSetAtStart = true
   /** The holder's pid in the world, the shell's parent (0 until it started the shell). */
   parentPid = 0
-  private readonly pipe: ProcessTransport
-  private readonly stdin: NonNullable<ProcessTransport['stdin']>
+  /** The shell's pid in the world (0 until the holder said). */
+  shellPid = 0
+  /** Output the holder dropped before this client received it (a held shell detached too long), in order. */
+  readonly gaps: OutputGap[] = []
+  private wire: Wire | undefined
   private readonly start: HeldTerminalStart
-  private readonly reader = new HolderFrameReader()
-  private readonly opened: { resolve(transport: TerminalTransport): void; reject(error: Error): void }
+  private readonly link: HeldShellLink | undefined
+  private readonly opened: { resolve(transport: HeldTerminal): void; reject(error: Error): void }
+  private readonly onAttach: ((reply: AttachReply) => void) | undefined
   private started = false
-  /** Credit granted to the holder in all (bytes). */
-  private granted = HOLDER_CREDIT_BYTES
-  /** Output received in all (bytes). */
+  /** The offset of the next output byte (held: in the shell's output since it started). */
   private received = 0
+  /** The offset up to which the holder may send (received + credit in flight). */
+  private granted = HOLDER_CREDIT_BYTES
   private stderr = ''
   private outcome: SubprocessOutcome | undefined
   private failure: Error | undefined
   private readonly settled = Promise.withResolvers<void>()
   private outputEnded = false
-  /** Signal requests awaiting the holder's answer, by request id. */
-  private readonly signalling = new Map<number, Answer<SignalForegroundResult>>()
-  /** Probe requests awaiting the holder's answer, by request id. */
-  private readonly probing = new Map<number, Answer<ForegroundFacts | undefined>>()
-  /** Input bytes written in all, and the writes waiting for the holder to accept them, in order. */
-  private inputSent = 0
-  private readonly acceptance: Array<{ upTo: number; resolve(): void; reject(error: Error): void }> = []
+  /** The client closed the transport: no reconnect. */
+  private closed = false
+  /** A reconnect in progress (held mode). */
+  private reconnecting: Promise<void> | undefined
+  /** Signal and probe requests awaiting the holder's answer, by request id. */
+  private readonly signalling = new Map<number, Pending<SignalForegroundResult>>()
+  private readonly probing = new Map<number, Pending<ForegroundFacts | undefined>>()
   /** The id of the next signal or probe request (u32, never 0). */
   private nextRequest = 1
+  /**
+   * Input: the offset of the next byte written (in the shell's input), what the holder accepted,
+   * and the bytes between (held mode: resent after a reconnect). Writes wait for acceptance.
+   */
+  private inputSent = 0
+  private inputAccepted = 0
+  private unaccepted: Buffer[] = []
+  private readonly acceptance: Array<{ upTo: number; resolve(): void; reject(error: Error): void }> = []
   /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
   private window = HOLDER_CREDIT_BYTES
 
-  constructor(pipe: ProcessTransport, stdin: NonNullable<ProcessTransport['stdin']>, start: HeldTerminalStart, opened: HeldTerminal['opened']) {
-    this.pipe = pipe
-    this.stdin = stdin
+  /** @internal Use {@link openHeldTerminal} or {@link attachHeldShell}. */
+  constructor(start: HeldTerminalStart, link: HeldShellLink | undefined, opened: HeldTerminal['opened'], onAttach?: (reply: AttachReply) => void) {
     this.start = start
+    this.link = link
     this.opened = opened
+    this.onAttach = onAttach
     // Readable calls read() before it hands the buffered bytes over (the buffer still looks
     // full then), and not again until a push: the grant is counted after the hand-over.
     this.output = new Readable({ highWaterMark: MAX_WINDOW_BYTES, read: () => process.nextTick(() => this.grant()) })
-    // Every listener where the pipe is handed over: a fast shell's frames arrive at once.
-    pipe.stdout.on('data', (chunk: Buffer) => this.receive(chunk))
-    pipe.stdout.once('end', () => this.ended())
-    pipe.stdout.once('close', () => this.ended())
-    pipe.stdout.on('error', error => this.broke(error))
-    pipe.stderr.on('data', (chunk: Buffer) => {
-      if (this.stderr.length < STDERR_KEPT_BYTES) this.stderr += chunk.toString('utf8').slice(0, STDERR_KEPT_BYTES - this.stderr.length)
-    })
-    pipe.stderr.on('error', () => undefined)
-    // A write that fails (EPIPE: the holder already exited) decides nothing: the holder's
-    // stdout still carries its last frames, and its end says whether an exit frame came.
-    stdin.on('error', () => undefined)
     this.settled.promise.catch(() => undefined)
   }
 
-  begin(): void {
-    this.send(spawnFrame(this.start.rows, this.start.cols, HOLDER_CREDIT_BYTES, this.start.script)).catch(error => this.broke(error as Error))
+  /** Whether this is a held shell (it outlives its pipe). */
+  get held(): boolean {
+    return this.link !== undefined
+  }
+
+  /** @internal Wire `pipe` and send its first frame. */
+  begin(pipe: ProcessTransport, first: Buffer): void {
+    const wire = this.connect(pipe)
+    if (wire === undefined) {
+      this.opened.reject(new TypeError('a dsh-pty transport needs a pipe with stdin'))
+      return
+    }
+    this.sendOn(wire, first).catch(error => this.lost(wire, error as Error))
   }
 
   /**
    * Write `data` to the PTY input; resolves once the holder accepted it (its `i` count reached
-   * the write's end), as a local PTY write is done once the master took it. A write pending when
-   * the shell ends resolves (nothing will read it); one pending when the pipe breaks rejects.
-   * @throws TransportError when the pipe is closed or breaks.
+   * the write's end), as a local PTY write is done once the master took it. A held shell's input
+   * waits through a reconnect and is applied once. A write pending when the shell ends resolves
+   * (nothing will read it); one pending when the terminal fails rejects.
+   * @throws TransportError when the terminal ended or failed.
    */
   async write(data: Buffer): Promise<void> {
     if (data.length === 0) return
     if (this.outputEnded) throw this.failure ?? new TransportError(`${this.start.where}: the terminal ended`)
+    const offset = this.inputSent
     this.inputSent += data.length
     const waiting = { upTo: this.inputSent, ...Promise.withResolvers<void>() }
     this.acceptance.push(waiting)
+    if (this.link !== undefined) {
+      this.unaccepted.push(data)
+      // Sent now when the pipe is up; a reconnect resends it otherwise.
+      if (this.wire?.live === true) this.sendOn(this.wire, inputAtFrames(offset, data)).catch(() => undefined)
+      return waiting.promise
+    }
     try {
       await this.send(inputFrames(data))
     } catch (error) {
@@ -152,29 +251,41 @@ class HeldTerminal implements TerminalTransport {
   }
 
   resize(rows: number, cols: number): Promise<void> {
+    // A held shell's size is set again after a reconnect only if asked again: a lost resize waits for none.
+    if (this.link !== undefined && this.wire?.live !== true) return Promise.resolve()
     return this.send(resizeFrame(rows, cols))
   }
 
   /**
    * The shell's wait status from the holder's exit frame.
-   * @throws TransportError when the pipe broke, or the holder ended without reporting (it was
-   *   killed: the shell's status is unknown).
+   * @throws TransportError when the pipe broke (a held shell: for longer than its deadline), or
+   *   the holder ended without reporting (it was killed: the shell's status is unknown).
    */
   async exit(): Promise<SubprocessOutcome> {
     await this.settled.promise
     if (this.outcome !== undefined) return this.outcome
+    if (this.failure !== undefined || this.wire === undefined) throw this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe failed`)
     let holder = 'its status unknown'
     try {
-      const facts = await this.pipe.exit()
+      const facts = await this.wire.pipe.exit()
       holder = facts.signal !== null ? `killed by ${facts.signal}` : `exit code ${facts.exitCode}`
     } catch (error) {
       throw this.failure ?? error
     }
-    throw this.failure ?? new TransportError(`${this.start.where}: the shell's parent (dsh-pty) ended before it reported the shell's status (${holder}), so the terminal hung up; something in the world ended it (a \`kill $PPID\` from the shell, say)${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`)
+    throw new TransportError(`${this.start.where}: the shell's parent (dsh-pty) ended before it reported the shell's status (${holder}), so the terminal hung up; something in the world ended it (a \`kill $PPID\` from the shell, say)${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`)
   }
 
+  /**
+   * Release the pipe. A held shell goes on in the world, detached (its holder keeps it for its
+   * TTL, for a later client); nothing is reconnected.
+   */
   close(): void {
-    this.pipe.close()
+    this.closed = true
+    this.wire?.pipe.close()
+    if (this.link !== undefined && !this.outputEnded) {
+      this.failure ??= new TransportError(`${this.start.where}: the held shell was detached`)
+      this.finish()
+    }
   }
 
   /**
@@ -183,14 +294,19 @@ class HeldTerminal implements TerminalTransport {
    * other tty's group can be hit. SIGKILL to `program`'s own group (its prompt) is refused.
    * The request grants {@link PTY_BUFFER_BYTES} of credit with it.
    * @returns `gone` once the shell ended.
-   * @throws TransportError when the pipe is closed, or ends or fails before the holder answered.
+   * @throws TransportError when the pipe is closed, or ends or fails before the holder answered
+   *   (a held shell: when it stays lost beyond its deadline).
    */
   async signalForeground(program: ProcessIdentity, signal: RemoteSignalName): Promise<SignalForegroundResult> {
     if (this.outcome !== undefined) return { kind: 'gone' }
     const number = osConstants.signals[`SIG${signal}`]
+    const answer = this.ask(this.signalling, id => signalFrame(id, number, program.pid))
     // The signal's drain: what the PTY holds may come at once, not a window at a time.
-    this.granted += PTY_BUFFER_BYTES
-    return this.ask(this.signalling, id => Buffer.concat([signalFrame(id, number, program.pid), creditFrame(PTY_BUFFER_BYTES)]))
+    if (this.wire?.live === true) {
+      this.granted += PTY_BUFFER_BYTES
+      this.send(creditFrame(PTY_BUFFER_BYTES)).catch(() => undefined)
+    }
+    return answer
   }
 
   /**
@@ -206,29 +322,43 @@ class HeldTerminal implements TerminalTransport {
     return this.ask(this.probing, id => probeFrame(id, program))
   }
 
-  /** Send the request `build(id)` and resolve with the holder's answer to that id (see {@link finish} for the answer when none comes). */
-  private async ask<T>(waiting: Map<number, Answer<T>>, build: (id: number) => Buffer): Promise<T> {
-    if (this.outputEnded && this.outcome === undefined) throw this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe ended`)
+  /**
+   * Send the request `build(id)` and resolve with the holder's answer to that id (see
+   * {@link finish} for the answer when none comes). A held shell's request waits through a
+   * reconnect and is asked again on the new pipe.
+   */
+  private ask<T>(waiting: Map<number, Pending<T>>, build: (id: number) => Buffer): Promise<T> {
+    if (this.outputEnded) {
+      if (this.outcome === undefined) return Promise.reject(this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe ended`))
+    }
     const id = this.nextRequest
     this.nextRequest = this.nextRequest >= 0xffffffff ? 1 : this.nextRequest + 1
     const answer = Promise.withResolvers<T>()
-    waiting.set(id, answer)
-    try {
-      await this.send(build(id))
-    } catch (error) {
+    const frame = build(id)
+    waiting.set(id, { ...answer, frame })
+    if (this.link !== undefined && this.wire?.live !== true) return answer.promise
+    this.send(frame).catch(error => {
+      if (this.link !== undefined) return
       waiting.delete(id)
-      throw error
-    }
+      answer.reject(error as Error)
+    })
     return answer.promise
   }
 
+  /** Send on the current pipe. */
   private send(bytes: Buffer): Promise<void> {
+    const wire = this.wire
+    if (wire === undefined) return Promise.reject(new TransportError(`${this.start.where}: the terminal's pipe is closed`))
+    return this.sendOn(wire, bytes)
+  }
+
+  private sendOn(wire: Wire, bytes: Buffer): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (this.stdin.destroyed || this.stdin.writableEnded) {
+      if (wire.gone || wire.stdin.destroyed || wire.stdin.writableEnded) {
         reject(new TransportError(`${this.start.where}: the terminal's pipe is closed`))
         return
       }
-      this.stdin.write(bytes, error => error ? reject(new TransportError(`${this.start.where}: write to the terminal failed: ${error.message}`, { cause: error })) : resolve())
+      wire.stdin.write(bytes, error => error ? reject(new TransportError(`${this.start.where}: write to the terminal failed: ${error.message}`, { cause: error })) : resolve())
     })
   }
 
@@ -238,7 +368,7 @@ class HeldTerminal implements TerminalTransport {
    * whatever the room is when nothing is in flight: no push would come to ask again.
    */
   private grant(): void {
-    if (this.outcome !== undefined || this.failure !== undefined) return
+    if (this.outcome !== undefined || this.failure !== undefined || this.wire?.live !== true) return
     const inFlight = this.granted - this.received
     const room = this.window - inFlight - this.output.readableLength
     if (room <= 0 || (room < this.window / 4 && inFlight > 0)) return
@@ -246,13 +376,34 @@ class HeldTerminal implements TerminalTransport {
     this.send(creditFrame(room)).catch(() => undefined)
   }
 
-  private receive(chunk: Buffer): void {
+  /** Wire `pipe` as the current one, every listener at once: a fast shell's frames arrive at once. */
+  private connect(pipe: ProcessTransport): Wire | undefined {
+    const stdin = pipe.stdin
+    if (stdin === undefined) return undefined
+    const wire: Wire = { pipe, stdin, reader: new HolderFrameReader(), live: false, gone: false }
+    this.wire = wire
+    pipe.stdout.on('data', (chunk: Buffer) => this.receive(wire, chunk))
+    pipe.stdout.once('end', () => this.ended(wire))
+    pipe.stdout.once('close', () => this.ended(wire))
+    pipe.stdout.on('error', error => this.lost(wire, error))
+    pipe.stderr.on('data', (chunk: Buffer) => {
+      if (this.stderr.length < STDERR_KEPT_BYTES) this.stderr += chunk.toString('utf8').slice(0, STDERR_KEPT_BYTES - this.stderr.length)
+    })
+    pipe.stderr.on('error', () => undefined)
+    // A write that fails (EPIPE: the holder already exited) decides nothing: the holder's
+    // stdout still carries its last frames, and its end says whether an exit frame came.
+    stdin.on('error', () => undefined)
+    return wire
+  }
+
+  private receive(wire: Wire, chunk: Buffer): void {
+    if (wire.gone) return
     let frames: HolderFrame[]
     try {
-      frames = this.reader.push(chunk)
+      frames = wire.reader.push(chunk)
     } catch (error) {
-      this.broke(error as Error)
-      this.pipe.close()
+      this.lost(wire, error as Error)
+      wire.pipe.close()
       return
     }
     for (const frame of frames) {
@@ -263,17 +414,27 @@ class HeldTerminal implements TerminalTransport {
           this.output.push(frame.data)
           break
         case 'started':
+          wire.live = true
+          this.parentPid = frame.holder
+          this.shellPid = frame.pid
           if (!this.started) {
             this.started = true
-            this.parentPid = frame.holder
             this.opened.resolve(this)
           }
+          break
+        case 'attached':
+          this.attached(wire, frame)
           break
         case 'exit':
           this.outcome = frame.signal === null
             ? { exitCode: frame.code, signal: null }
             : { exitCode: null, signal: signalName(frame.signal) ?? null }
+          // A held shell's holder keeps its status until collected: this client collected it.
+          if (this.link !== undefined) this.sendOn(wire, releaseFrame()).catch(() => undefined)
           this.finish()
+          break
+        case 'accepted':
+          this.accepted(frame.total)
           break
         case 'signalled': {
           const answer = this.signalling.get(frame.id)
@@ -281,9 +442,6 @@ class HeldTerminal implements TerminalTransport {
           answer?.resolve(frame.outcome === 'gone' ? { kind: 'gone' } : { kind: frame.outcome, pgid: frame.pgid })
           break
         }
-        case 'accepted':
-          while (this.acceptance.length > 0 && this.acceptance[0]!.upTo <= frame.total) this.acceptance.shift()!.resolve()
-          break
         case 'probed': {
           const answer = this.probing.get(frame.id)
           this.probing.delete(frame.id)
@@ -291,7 +449,14 @@ class HeldTerminal implements TerminalTransport {
           break
         }
         case 'error':
-          this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))
+          if (this.link !== undefined && /^(ENOENT|ECONNREFUSED)\b/.test(frame.text)) {
+            // The relay found no holder behind the socket: it ended (its TTL, a kill), and no
+            // attempt will find it again.
+            this.failure ??= new HeldShellLostError('holder-gone', `${this.start.where}: the held shell's holder is gone (${frame.text}); its shell ended with it`)
+            if (!this.started) this.opened.reject(this.failure)
+            this.finish()
+          } else if (!this.started) this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))
+          else this.lost(wire, new TransportError(`${this.start.where}: the held shell could not be reached: ${frame.text}`))
           break
         case 'hello':
         case 'unknown':
@@ -301,25 +466,141 @@ class HeldTerminal implements TerminalTransport {
     this.grant()
   }
 
-  private ended(): void {
-    if (!this.started) {
-      const said = this.stderr.trim()
-      this.opened.reject(new SpawnFailedError(`the terminal's holder (dsh-pty) in ${this.start.where} ended before it started a shell${said.length > 0 ? `: ${said}` : ''}`))
+  /** The holder's count of input it accepted: writes up to it are done. */
+  private accepted(total: number): void {
+    if (total > this.inputAccepted) {
+      // Drop what was accepted from the bytes kept for a resend.
+      let drop = total - this.inputAccepted
+      while (drop > 0 && this.unaccepted.length > 0) {
+        const first = this.unaccepted[0]!
+        if (first.length <= drop) { drop -= first.length; this.unaccepted.shift() }
+        else { this.unaccepted[0] = first.subarray(drop); drop = 0 }
+      }
+      this.inputAccepted = total
     }
+    while (this.acceptance.length > 0 && this.acceptance[0]!.upTo <= total) this.acceptance.shift()!.resolve()
+  }
+
+  /**
+   * The holder's answer to an attach: the first one opens the terminal (a client that adopts a
+   * held shell); a later one resumes it on a new pipe (a reconnect).
+   */
+  private attached(wire: Wire, reply: AttachReply): void {
+    if (reply.status !== 'attached') {
+      const error = reply.status === 'busy'
+        ? new HeldShellBusyError(`${this.start.where}: the held shell ${reply.shell} is controlled by client ${reply.controller}, which is still connected; retry once it is gone, or end it (doctor --reap --include-persistent)`)
+        : reply.status === 'denied'
+          ? new HeldShellDeniedError(`${this.start.where}: the held shell ${reply.shell} refused this client: its secret does not match, or this user is not the shell's`)
+          : new SpawnFailedError(`${this.start.where}: the holder ${reply.holder} has no shell to attach to, or not the output asked for`)
+      this.failure ??= error
+      if (!this.started) this.opened.reject(error)
+      this.finish()
+      wire.pipe.close()
+      return
+    }
+    wire.live = true
+    this.parentPid = reply.holder
+    this.shellPid = reply.shell
+    this.onAttach?.(reply)
+    // Output resumes at the holder's start: later than asked when its log dropped the bytes between.
+    if (this.started && reply.start > this.received) {
+      const gap = { offset: this.received, bytes: reply.start - this.received }
+      this.gaps.push(gap)
+      this.link?.onGap?.(gap)
+    }
+    if (!this.started) {
+      // A client that never wrote: its input goes on from what the holder accepted.
+      this.inputSent = reply.accepted
+      this.inputAccepted = reply.accepted
+    }
+    this.received = reply.start
+    this.granted = reply.start + Math.max(0, this.window - this.output.readableLength)
+    // Input the holder never accepted goes again, from the holder's count: it applies each byte once.
+    this.accepted(reply.accepted)
+    if (this.unaccepted.length > 0) this.sendOn(wire, inputAtFrames(this.inputAccepted, Buffer.concat(this.unaccepted))).catch(() => undefined)
+    for (const pending of [...this.signalling.values(), ...this.probing.values()]) this.sendOn(wire, pending.frame).catch(() => undefined)
+    if (!this.started) {
+      this.started = true
+      this.opened.resolve(this)
+    }
+  }
+
+  private ended(wire: Wire): void {
+    if (wire.gone) return
+    if (!this.started && this.link === undefined) {
+      const said = this.stderr.trim()
+      wire.gone = true
+      this.opened.reject(new SpawnFailedError(`the terminal's holder (dsh-pty) in ${this.start.where} ended before it started a shell${said.length > 0 ? `: ${said}` : ''}`))
+      this.finish()
+      return
+    }
+    this.lost(wire, undefined)
+  }
+
+  /**
+   * The pipe `wire` ended or broke (`error`, or its end). Attached mode, or a held shell that
+   * ended or was closed: the terminal is done. A held shell otherwise: reconnect.
+   */
+  private lost(wire: Wire, error: Error | undefined): void {
+    if (wire.gone) return
+    wire.gone = true
+    if (this.outcome !== undefined || this.outputEnded) return
+    if (this.link === undefined || this.closed || !this.started || this.failure !== undefined) {
+      if (error !== undefined) this.failure ??= error instanceof TransportError ? error : new TransportError(`${this.start.where}: the terminal's pipe failed: ${error.message}`, { cause: error })
+      if (!this.started) this.opened.reject(this.failure ?? new SpawnFailedError(`the terminal's holder (dsh-pty) in ${this.start.where} ended before it started a shell${this.stderr.trim().length > 0 ? `: ${this.stderr.trim()}` : ''}`))
+      this.finish()
+      return
+    }
+    this.reconnecting ??= this.reconnect(this.link, error).finally(() => { this.reconnecting = undefined })
+  }
+
+  /** Reach the held shell again through fresh pipes until one attaches, or the deadline passes. */
+  private async reconnect(link: HeldShellLink, cause: Error | undefined): Promise<void> {
+    const deadline = performance.now() + link.deadlineMs
+    let last: Error | undefined = cause
+    for (let attempt = 0; !this.closed && this.outcome === undefined && this.failure === undefined; attempt += 1) {
+      if (attempt > 0) {
+        const pause = RECONNECT_BACKOFF_MS[Math.min(attempt - 1, RECONNECT_BACKOFF_MS.length - 1)]!
+        if (performance.now() + pause > deadline) break
+        await delay(pause)
+      }
+      if (performance.now() > deadline) break
+      try {
+        const pipe = await link.reconnect()
+        if (this.closed) { pipe.close(); return }
+        const wire = this.connect(pipe)
+        if (wire === undefined) throw new TypeError('a held shell\'s relay needs stdin')
+        const credit = Math.max(0, this.window - this.output.readableLength)
+        await this.sendOn(wire, attachFrame(link.secret, true, this.received, credit, link.controller))
+        // The answer (or the pipe's end) decides; a pipe that ends first is lost again, and the next attempt follows.
+        const outcome = await this.waitAttached(wire, deadline)
+        if (outcome === 'attached') return
+        if (this.failure !== undefined) return
+      } catch (error) {
+        last = error as Error
+        // A world that cannot run anything now will not later within the deadline.
+        if (error instanceof RemoteWorldError && PERMANENT_LOSSES.has(error.code)) break
+      }
+    }
+    if (this.outcome !== undefined || this.closed) return
+    this.failure ??= new TransportError(`${this.start.where}: the held shell could not be reached again within ${link.deadlineMs} ms${last !== undefined ? `: ${last.message}` : ''}`, last !== undefined ? { cause: last } : undefined)
     this.finish()
   }
 
-  private broke(error: Error): void {
-    if (this.outcome !== undefined) return
-    this.failure ??= error instanceof TransportError ? error : new TransportError(`${this.start.where}: the terminal's pipe failed: ${error.message}`, { cause: error })
-    this.opened.reject(this.failure)
-    this.finish()
+  /** Resolve once `wire` is attached ('attached'), or gone or past the deadline ('lost'). */
+  private async waitAttached(wire: Wire, deadline: number): Promise<'attached' | 'lost'> {
+    while (!wire.live && !wire.gone && this.failure === undefined && performance.now() < deadline) await delay(10)
+    if (wire.live) return 'attached'
+    if (!wire.gone) {
+      wire.gone = true
+      wire.pipe.close()
+    }
+    return 'lost'
   }
 
   /** End `output` (after every byte received) and let `exit()` answer. */
   private finish(): void {
     leaveFlow(this)
-    // Requests the holder never answered: its shell (and so the terminal) is gone.
     // Requests the holder never answered: the shell is gone when it reported its end; otherwise
     // the pipe failed or the holder was killed, and nothing is known.
     const unknown = this.outcome === undefined ? this.failure ?? new TransportError(`${this.start.where}: the terminal's pipe ended before the holder answered`) : undefined

@@ -24,6 +24,8 @@ export type HolderFrame =
   | { type: 'error'; text: string }
   /** `k`: the answer to a signal request (see {@link signalFrame}). */
   | { type: 'signalled'; id: number; outcome: 'signalled' | 'refused' | 'failed' | 'gone'; pgid: number }
+  /** `a`: the answer to an attach (held mode, see {@link attachFrame}). */
+  | AttachReply
   /** `i`: the input bytes the holder accepted in all (queued for the PTY). */
   | { type: 'accepted'; total: number }
   /** `f`: the answer to a probe (see {@link probeFrame}); `facts` undefined when the program is gone. */
@@ -102,6 +104,136 @@ export function probeFrame(id: number, program: { pid: number; starttime: number
   return frame('F', payload)
 }
 
+/** What a held shell's spawn names besides the shell (dsh-pty hold.c, the `D` frame). */
+export interface DetachedSpawn {
+  /** Output kept while no client reads it (bytes; 0: the holder's default, 8 MiB). */
+  logBytes: number
+  /** Seconds without a controller after which the holder hangs the shell up (0: never). */
+  ttlSeconds: number
+  /** SHA-256 of the secret an attach must present (32 bytes). */
+  secretDigest: Buffer
+  /** The owner id the holder registers as (32 hex digits): the shell's session tag names it. */
+  owner: string
+  /** The controller id of the client that spawns (its ownership client id). */
+  controller: string
+  /** What a later client looks the shell up by (held-shells.ts). */
+  key: string
+  /** Free text for listings (JSON). */
+  label: string
+}
+
+/** A u16-length-prefixed UTF-8 string. */
+function shortString(text: string): Buffer {
+  const bytes = Buffer.from(text, 'utf8')
+  if (bytes.length > 0xffff) throw new RangeError(`a dsh-pty string of ${bytes.length} bytes does not fit its u16 length`)
+  const length = Buffer.alloc(2)
+  length.writeUInt16LE(bytes.length, 0)
+  return Buffer.concat([length, bytes])
+}
+
+/**
+ * The spawn frame of a held shell (`dsh-pty --hold`): as {@link spawnFrame}, plus what makes the
+ * shell outlive its client (see {@link DetachedSpawn}).
+ * @throws RangeError when it does not fit one frame.
+ */
+export function heldSpawnFrame(rows: number, cols: number, credit: number, held: DetachedSpawn, script: string): Buffer {
+  if (held.secretDigest.length !== 32) throw new RangeError('a held shell\'s secret digest is 32 bytes')
+  const head = Buffer.alloc(16)
+  head.writeUInt16LE(rows, 0)
+  head.writeUInt16LE(cols, 2)
+  head.writeUInt32LE(credit, 4)
+  head.writeUInt32LE(held.logBytes, 8)
+  head.writeUInt32LE(held.ttlSeconds, 12)
+  const payload = Buffer.concat([head, held.secretDigest, shortString(held.owner), shortString(held.controller), shortString(held.key), shortString(held.label), Buffer.from(script, 'utf8')])
+  if (payload.length > MAX_HOLDER_FRAME) throw new RangeError(`a held shell's spawn of ${payload.length} bytes does not fit a dsh-pty frame (${MAX_HOLDER_FRAME} bytes)`)
+  return frame('D', payload)
+}
+
+/** The top bit of an attach's resume offset: the rest counts bytes back from the log's head. */
+const FROM_HEAD = 1n << 63n
+
+/**
+ * An attach to a held shell: the secret, whether to take the shell over from a controller whose
+ * client is gone (the holder checks the ownership registry), where its output resumes, the credit
+ * the client can take at once (bytes), and this client's controller id. `resume` is an absolute
+ * offset, or `{ fromHead: N }` for the last N bytes of the log (a client that never read it).
+ */
+export function attachFrame(secret: Buffer, takeover: boolean, resume: number | { fromHead: number }, credit: number, controller: string): Buffer {
+  if (secret.length !== 32) throw new RangeError('a held shell\'s secret is 32 bytes')
+  const head = Buffer.alloc(13)
+  head[0] = takeover ? 1 : 0
+  head.writeBigUInt64LE(typeof resume === 'number' ? BigInt(resume) : FROM_HEAD | BigInt(resume.fromHead), 1)
+  head.writeUInt32LE(credit, 9)
+  return frame('A', Buffer.concat([secret, head, shortString(controller)]))
+}
+
+/**
+ * Input frames of a held shell: each carries the offset of its first byte in the shell's input,
+ * so the holder applies every byte once, however often a reconnect resends it.
+ */
+export function inputAtFrames(offset: number, data: Buffer): Buffer {
+  const step = MAX_HOLDER_FRAME - 8
+  const parts: Buffer[] = []
+  for (let at = 0; at < data.length; at += step) {
+    const head = Buffer.alloc(8)
+    head.writeBigUInt64LE(BigInt(offset + at), 0)
+    parts.push(frame('J', Buffer.concat([head, data.subarray(at, at + step)])))
+  }
+  return Buffer.concat(parts)
+}
+
+/** The release frame: the client collected the shell's exit; the holder ends. */
+export function releaseFrame(): Buffer {
+  return frame('Q', Buffer.alloc(0))
+}
+
+/** The answer to an attach (`a`, dsh-pty hold.c). */
+export interface AttachReply {
+  type: 'attached'
+  /** attached; busy (another live client controls it); denied (wrong secret, or another uid); invalid (no shell yet, or a resume beyond the log). */
+  status: 'attached' | 'busy' | 'denied' | 'invalid'
+  /** The holder's pid and its start time (clock ticks), and the shell's pid, in the world's pid namespace. */
+  holder: number
+  holderStart: number
+  shell: number
+  /** The log: the oldest offset it keeps, and the offset of its next byte. */
+  tail: number
+  head: number
+  /** Where the output that follows starts (an offset). */
+  start: number
+  /** The input bytes the holder accepted in all. */
+  accepted: number
+  /** The shell's end, when it ended (as the exit frame says it). */
+  ended: { code: number; signal: null } | { code: null; signal: number } | undefined
+  /** The world the holder runs in: its boot id and pid namespace (inode). */
+  bootId: string
+  pidNamespace: string
+  /** The controller that holds the shell now ('-': none). */
+  controller: string
+}
+
+const ATTACH_STATUSES = ['attached', 'busy', 'denied', 'invalid'] as const
+
+function attachReply(payload: Buffer): AttachReply {
+  const [bootId = '', pidNamespace = '', controller = '-'] = payload.subarray(53).toString('latin1').split(' ')
+  const ended = payload[41] !== 1 ? undefined : payload[42] === 1 ? { code: null, signal: payload[43]! } : { code: payload[43]!, signal: null }
+  return {
+    type: 'attached',
+    status: ATTACH_STATUSES[payload[0]!] ?? 'invalid',
+    holder: payload.readUInt32LE(1),
+    shell: payload.readUInt32LE(5),
+    tail: Number(payload.readBigUInt64LE(9)),
+    head: Number(payload.readBigUInt64LE(17)),
+    start: Number(payload.readBigUInt64LE(25)),
+    accepted: Number(payload.readBigUInt64LE(33)),
+    ended,
+    holderStart: Number(payload.readBigUInt64LE(45)),
+    bootId,
+    pidNamespace,
+    controller,
+  }
+}
+
 const SIGNAL_OUTCOMES = ['signalled', 'refused', 'failed', 'gone'] as const
 
 /**
@@ -138,6 +270,7 @@ function decode(code: number, payload: Buffer): HolderFrame {
     case 'O': return { type: 'output', data: payload }
     case 'X': return payload[0] === 1 ? { type: 'exit', code: null, signal: payload[1]! } : { type: 'exit', code: payload[1]!, signal: null }
     case 'E': return { type: 'error', text: payload.toString('utf8') }
+    case 'a': return attachReply(payload)
     case 'i': return { type: 'accepted', total: Number(payload.readBigUInt64LE(0)) }
     case 'f': return { type: 'probed', id: payload.readUInt32LE(0), facts: payload[4] !== 0 || payload.length < 14 ? undefined : probeFacts(payload) }
     case 'k': return { type: 'signalled', id: payload.readUInt32LE(0), outcome: SIGNAL_OUTCOMES[payload[4]!] ?? 'failed', pgid: payload.readUInt32LE(5) }

@@ -26,12 +26,12 @@ ROOT="$(cd "$HERE/../../../.." && pwd)"
 OUT="$ROOT/dist/world-tools"
 SOURCE="$ROOT/src/files/server/fsd.c"
 HOLDER_DIR="$ROOT/src/providers/remote/pty-holder"
-HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c"
+HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c $HOLDER_DIR/pty-shell.c $HOLDER_DIR/hold.c $HOLDER_DIR/relay.c $HOLDER_DIR/sha256.c"
 ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR/foreground.h" "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1

@@ -1,0 +1,126 @@
+/**
+ * Starting a held shell (`dsh-pty --hold`, hold.c) and reaching it again (`dsh-pty --connect`),
+ * the same way in every world: the world only runs a command on a plain pipe as the terminal's
+ * user (a non-TTY Docker exec with stdin; an SSH exec channel without a pty).
+ *
+ * A held shell lives in the world's held-shell directory of its user, `/tmp/dsh-remote-held-UID`
+ * (0700, this uid's, not a symlink; hold.c checks): `ID.sock` (the holder's socket), `ID.meta`
+ * (its description, for listings and lookups). Its shell's session tag names an owner id of the
+ * holder's own, which the holder registers in the session-ownership registry (ownership.ts), so
+ * no client's reaper ends the shell while its holder lives.
+ * @module dsh-remote-worlds/providers/remote/pty-holder/held-shell
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import { newClientId, SESSION_TAG_VARIABLE } from '../ownership.ts'
+import type { ProcessTransport } from '../process.ts'
+import { shQuote } from '../quote.ts'
+import { type HeldShellLink, type HeldTerminal, type OutputGap, openHeldTerminal } from './held-terminal.ts'
+import type { Persistence } from './persistence.ts'
+
+/** Runs `sh -c SCRIPT` as the terminal's user in the world, on a plain pipe with stdin attached. */
+export type PipeOpener = (script: string) => Promise<ProcessTransport>
+
+/** The held-shell directory of `uid` in a world (see the module). */
+export function heldShellDirectory(uid: number): string {
+  return `/tmp/dsh-remote-held-${uid}`
+}
+
+/** One held shell's names and secret, chosen by the client before it starts. */
+export interface HeldShellPlan {
+  /** Its id: the file names in the held-shell directory (32 hex digits). */
+  id: string
+  /** STEM: the directory and the id (`STEM.sock`, `STEM.meta`). */
+  stem: string
+  /** The owner id its holder registers as (32 hex digits). */
+  owner: string
+  /** The shell's session tag (ownership.ts): `OWNER.SESSION`. */
+  tag: string
+  /** The secret an attach presents (32 bytes); only its SHA-256 goes to the world. */
+  secret: Buffer
+}
+
+/** Choose the names and the secret of a new held shell of user `uid`. */
+export function planHeldShell(uid: number): HeldShellPlan {
+  const id = randomBytes(16).toString('hex')
+  const owner = newClientId()
+  return { id, stem: `${heldShellDirectory(uid)}/${id}`, owner, tag: `${owner}.${randomBytes(8).toString('hex')}`, secret: randomBytes(32) }
+}
+
+/** The command that runs dsh-pty at `path` with `args`, as `sh -c` runs it. */
+export function holderCommand(path: string, args: readonly string[], tag?: string): string {
+  return `${tag === undefined ? '' : `${SESSION_TAG_VARIABLE}=${shQuote(tag)} `}exec ${[path, ...args].map(word => shQuote(word)).join(' ')}`
+}
+
+/** What {@link startHeldShell} needs besides the plan. */
+export interface HeldShellStart {
+  /** dsh-pty's path in the world (holder-install.ts). */
+  holderPath: string
+  /** The first pipe (the runtime's connection of the terminal) and every later one. */
+  open: PipeOpener
+  reopen: PipeOpener
+  /** The start wrapper and the PTY's size. */
+  script: string
+  rows: number
+  cols: number
+  where: string
+  persistence: Persistence
+  /** This client's controller id (its ownership client id). */
+  controller: string
+  /** What a later client looks the shell up by, and a label for listings (held-shells.ts). */
+  key: string
+  label: string
+  /** A tag for the relays (`--connect`) this client runs: its own session tag, so a dead client's relay is reaped. */
+  relayTag?: string | undefined
+  onGap?: ((gap: OutputGap) => void) | undefined
+}
+
+/** How a client reaches the held shell of `plan` again (relays through `reopen`). */
+export function heldShellLink(plan: Pick<HeldShellPlan, 'stem' | 'secret'>, options: Pick<HeldShellStart, 'holderPath' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap'>): HeldShellLink {
+  return {
+    secret: plan.secret,
+    controller: options.controller,
+    reconnect: () => options.reopen(holderCommand(options.holderPath, ['--connect', `${plan.stem}.sock`], options.relayTag)),
+    deadlineMs: options.persistence.reconnectDeadlineMs,
+    onGap: options.onGap,
+  }
+}
+
+/**
+ * Start the held shell of `plan`: dsh-pty binds its socket, forks the holder and relays this pipe
+ * to it; the holder starts the shell and answers `started`.
+ * @throws SpawnFailedError when the holder cannot start (its reason: a held-shell directory that
+ *   is not this user's, a socket path too long), TransportError when the pipe breaks first.
+ */
+export async function startHeldShell(plan: HeldShellPlan, start: HeldShellStart): Promise<HeldTerminal> {
+  // No client's session tag on this exec: the holder forks from it, and a process's initial
+  // environment (/proc/PID/environ, which the reaper reads) stays what its exec gave it, whatever
+  // it unsets later. The relay half ends by itself when this client's pipe ends.
+  const pipe = await start.open(holderCommand(start.holderPath, ['--hold', plan.stem]))
+  return openHeldTerminal(pipe, {
+    script: start.script,
+    rows: start.rows,
+    cols: start.cols,
+    where: start.where,
+    held: {
+      spawn: {
+        logBytes: start.persistence.logBytes,
+        ttlSeconds: Math.ceil(start.persistence.ttlMs / 1000),
+        secretDigest: createHash('sha256').update(plan.secret).digest(),
+        owner: plan.owner,
+        controller: start.controller,
+        key: start.key,
+        label: start.label,
+      },
+      link: heldShellLink(plan, start),
+    },
+  })
+}
+
+/** The DSH ids terminal-bash puts in a terminal's environment (dsh-terminal-bash `childEnvironment`). */
+const DSH_SESSION_VARIABLE = 'DSH_SESSION_ID'
+const DSH_PTY_SESSION_VARIABLE = 'DSH_PTY_SESSION_ID'
+
+/** A held shell's label for listings (`doctor`): the DSH ids of its spec, its cwd and argv. */
+export function heldShellLabel(spec: { argv: readonly string[]; cwd: string; env?: Readonly<Record<string, string>> | undefined }): string {
+  return JSON.stringify({ session: spec.env?.[DSH_SESSION_VARIABLE] ?? null, pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, cwd: spec.cwd, argv: spec.argv })
+}

@@ -1,0 +1,775 @@
+/*
+ * dsh-pty --hold STEM: a held shell, one that outlives its client and its transport (issue 22).
+ *
+ * `dsh-pty --hold STEM` binds a Unix socket at STEM.sock, forks the HOLDER (a daemon: a session
+ * of its own, SIGHUP ignored, stdio on /dev/null, no client's session tag) and then relays its
+ * own stdin/stdout to that socket (relay.c); later clients reach the same holder through
+ * `dsh-pty --connect STEM.sock`. The holder is the shell's parent, as in the attached mode
+ * (dsh-pty.c): it owns the PTY, reaps the shell, answers probes and signals. What it adds:
+ *
+ * - A bounded output log: every byte read from the PTY is kept in a ring of LOG bytes (default
+ *   8 MiB) addressed by its absolute offset since the shell started. With a controller attached
+ *   the PTY is read only as far as the controller's credit (the program blocks, as in the
+ *   attached mode); with none, the PTY is read whenever it has output and the oldest bytes are
+ *   dropped, so a detached shell never blocks. A controller attaches at the offset it last
+ *   received; bytes already dropped are reported by the offsets themselves (start > resume).
+ * - Input exactly once: `J` frames carry the offset of their first byte in the shell's input;
+ *   the holder applies only what lies beyond what it accepted, and says what it accepted (`i`),
+ *   so a client resends what was unacknowledged after a reconnect and nothing twice.
+ * - One controller at a time. A second attach gets `busy`, unless it is the same controller
+ *   again (a reconnect) or a takeover of a controller whose client is gone: no live control
+ *   program of that client is registered (the session-ownership registry of ownership.ts, which
+ *   this holder reads as control.sh writes it). A takeover closes the old controller's
+ *   connection, so its late writes and signals are never read.
+ * - A secret: the client that created the shell gave SHA-256(secret); an attach presents the
+ *   secret, compared with the digest in constant time. It is on no argv and in no environment.
+ * - A life of its own: registered in the ownership registry under an owner id of its own (the
+ *   shell's session tag names it), so no client's reaper ends the shell while the holder lives;
+ *   after TTL seconds without a controller it hangs the shell up and ends. A shell that ended
+ *   while detached keeps its status and its log until a controller collected them (`Q`).
+ * - A description for listings (`doctor`, reattach lookups), STEM.meta, one line rewritten on
+ *   every change of state (see write_meta).
+ *
+ * Frames over the socket (u8 type, u32 length, payload; little-endian), in addition to the
+ * attached mode's R, C, K, F (client) and H, P, O, X, E, i, k, f (holder):
+ * Client to holder:
+ *   D spawn   first frame to a fresh holder: u16 rows, u16 cols, u32 credit, u32 log bytes,
+ *             u32 ttl seconds (0: none), u8[32] SHA-256 of the secret, then four u16-length-prefixed
+ *             strings: owner id (the shell's tag names it), controller id, key, label; then the
+ *             script for `/bin/sh -c`. Answered by P (the creator is the controller).
+ *   A attach  u8[32] secret, u8 takeover, u64 resume offset (top bit set: the rest counts bytes
+ *             back from the log's head), u32 credit, then the controller id (u16-prefixed).
+ *   J input   u64 offset of the first byte in the shell's input, then the bytes.
+ *   Q release the client collected the shell's exit: the holder ends.
+ * Holder to client:
+ *   a attach reply  u8 status (0 attached, 1 busy, 2 denied: wrong secret, 3 invalid: no shell
+ *             yet or a resume offset beyond the log), u32 holder pid, u32 shell pid, u64 log
+ *             tail (oldest offset kept), u64 head, u64 start (where output resumes), u64 input
+ *             accepted, u8 shell ended, u8[3] exit status, u64 holder start time (clock ticks),
+ *             then text "BOOT_ID PIDNS CONTROLLER" (CONTROLLER: the one that holds it, or "-").
+ *             Output frames from `start` follow; then X once the shell ended and all was sent.
+ *   K signal replies are remembered (the last 8 per controller) so a request the client resends
+ *   after a reconnect is answered, not delivered twice.
+ */
+#define _GNU_SOURCE
+#include "hold.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#include "foreground.h"
+#include "pty-shell.h"
+#include "relay.h"
+#include "sha256.h"
+#include "wire.h"
+#include "world-arch.h"
+
+/* Connections waiting for their first frame, at most. */
+#define MAX_PENDING 4
+/* A connection whose queued output exceeds this is dropped (bytes): a controller that stopped
+ * reading must not make the holder hold unbounded memory; output frames wait for credit. */
+#define MAX_QUEUED (4u << 20)
+/* Output frames are queued only while the controller's queue is below this (bytes). */
+#define QUEUE_LOW (256u * 1024u)
+/* Input accepted and not yet written to the PTY, above which a controller is not read (bytes). */
+#define MAX_PENDING_INPUT (1u << 20)
+/* After the shell ended: quiet window and bound of the PTY's drain (ms), as in the attached mode. */
+#define DRAIN_QUIET_MS 20
+#define DRAIN_BOUND_MS 200
+/* After a hangup at the end of the TTL or at SIGTERM: how long the shell may take to end before
+ * its process group is killed (ms). */
+#define HANGUP_GRACE_MS 2000
+/* The log's size when the spawn names none, and its bounds (bytes). */
+#define LOG_DEFAULT (8u << 20)
+#define LOG_MIN (64u * 1024u)
+#define LOG_MAX (1u << 30)
+/* A holder whose spawn frame did not come within this ends (ms). */
+#define SPAWN_BOUND_MS 60000
+/* Signal replies remembered for resent requests. */
+#define SIGNAL_MEMORY 8
+/* Longest id strings (bytes). */
+#define ID_MAX 64
+#define TEXT_MAX 4096
+
+struct conn {
+  int fd;
+  unsigned char *in;
+  size_t in_len;
+  unsigned char *out;
+  size_t out_len, out_cap;
+};
+
+static struct {
+  char sock_path[108];
+  char meta_path[PATH_MAX];
+  char owner_path[PATH_MAX];
+  int listen_fd, signal_fd;
+  struct conn pending[MAX_PENDING];
+  struct conn controller;
+  char controller_id[ID_MAX + 1];
+  uint64_t credit, sent;
+  /* The log: LOG bytes of ring, `head` the offset of the next byte. */
+  unsigned char *ring;
+  uint64_t cap, head;
+  struct pty_shell pty;
+  int started, ended, status, master_hup, drained, exit_sent;
+  long long ended_at, detached_at;
+  unsigned char *input;
+  size_t input_len, input_cap;
+  uint64_t accepted;
+  unsigned char secret_digest[32];
+  char owner[ID_MAX + 1], key[TEXT_MAX + 1], label[TEXT_MAX + 1];
+  uint32_t ttl;
+  time_t created;
+  unsigned long long self_start;
+  char boot_id[64], pidns[64];
+  struct { uint32_t id; unsigned char reply[9]; } signals[SIGNAL_MEMORY];
+  int signal_count;
+  sigset_t shell_mask;
+} H;
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void close_conn(struct conn *c) {
+  if (c->fd >= 0) close(c->fd);
+  free(c->in);
+  free(c->out);
+  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+}
+
+/* Queue a frame on `c` (written as the socket takes it). Returns -1 (and closes `c`) when the
+ * connection holds too much unsent. */
+static int queue_frame(struct conn *c, char type, const void *payload, uint32_t length) {
+  if (c->fd < 0) return -1;
+  size_t need = c->out_len + 5 + length;
+  if (need > MAX_QUEUED) { close_conn(c); return -1; }
+  if (need > c->out_cap) {
+    size_t cap = c->out_cap == 0 ? 65536 : c->out_cap;
+    while (cap < need) cap *= 2;
+    unsigned char *grown = realloc(c->out, cap);
+    if (grown == NULL) { close_conn(c); return -1; }
+    c->out = grown;
+    c->out_cap = cap;
+  }
+  c->out[c->out_len] = (unsigned char)type;
+  put_u32(c->out + c->out_len + 1, length);
+  if (length > 0) memcpy(c->out + c->out_len + 5, payload, length);
+  c->out_len = need;
+  return 0;
+}
+
+/* Write what `c` has queued, as far as the socket takes it. */
+static void flush_conn(struct conn *c) {
+  while (c->fd >= 0 && c->out_len > 0) {
+    ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) close_conn(c);
+      return;
+    }
+    memmove(c->out, c->out + n, c->out_len - (size_t)n);
+    c->out_len -= (size_t)n;
+  }
+}
+
+static void hello(struct conn *c) {
+  static const char text[] = "dsh-pty 3 " ARCH;
+  queue_frame(c, 'H', text, sizeof text - 1);
+}
+
+static uint64_t log_tail(void) { return H.head > H.cap ? H.head - H.cap : 0; }
+
+/* Keep `data` in the log; the oldest bytes beyond its size are dropped. */
+static void log_append(const unsigned char *data, size_t length) {
+  if (length >= H.cap) { data += length - H.cap; H.head += length - H.cap; length = (size_t)H.cap; }
+  size_t at = (size_t)(H.head % H.cap);
+  size_t first = length < H.cap - at ? length : (size_t)(H.cap - at);
+  memcpy(H.ring + at, data, first);
+  memcpy(H.ring, data + first, length - first);
+  H.head += length;
+}
+
+/* Send the controller what the log holds beyond what it was sent, as far as its credit goes;
+ * then the exit frame, once the shell ended, its output drained and all of it was sent. */
+static void pump(void) {
+  struct conn *c = &H.controller;
+  while (c->fd >= 0 && H.sent < H.head && H.credit > 0 && c->out_len < QUEUE_LOW) {
+    if (H.sent < log_tail()) H.sent = log_tail();
+    uint64_t length = H.head - H.sent;
+    size_t at = (size_t)(H.sent % H.cap);
+    if (length > H.cap - at) length = H.cap - at;
+    if (length > H.credit) length = H.credit;
+    if (length > MAX_OUTPUT) length = MAX_OUTPUT;
+    if (queue_frame(c, 'O', H.ring + at, (uint32_t)length) < 0) return;
+    H.sent += length;
+    H.credit -= length;
+  }
+  if (c->fd >= 0 && H.ended && H.drained && H.sent == H.head && !H.exit_sent) {
+    unsigned char status[3];
+    pty_exit_status(H.status, status);
+    if (queue_frame(c, 'X', status, sizeof status) == 0) H.exit_sent = 1;
+  }
+}
+
+static void hex(const char *text, size_t length, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < length; i++) { out[2 * i] = digits[(unsigned char)text[i] >> 4]; out[2 * i + 1] = digits[(unsigned char)text[i] & 15]; }
+  out[2 * length] = 0;
+}
+
+/*
+ * STEM.meta, one line of NAME=VALUE words (hex for free text), written whole (rename(2)):
+ * dsh-held 1 holder=PID start=TICKS shell=PID owner=ID created=EPOCH ttl=S detached=EPOCH|0
+ * controller=ID|- ended=KIND:CODE|- log=TAIL:HEAD key=HEX label=HEX
+ */
+static void write_meta(void) {
+  static char key_hex[2 * TEXT_MAX + 1], label_hex[2 * TEXT_MAX + 1], line[5 * TEXT_MAX];
+  hex(H.key, strlen(H.key), key_hex);
+  hex(H.label, strlen(H.label), label_hex);
+  char ended[32] = "-";
+  if (H.ended) {
+    unsigned char status[3];
+    pty_exit_status(H.status, status);
+    snprintf(ended, sizeof ended, "%d:%d", status[0], status[1]);
+  }
+  long long detached = H.controller.fd >= 0 ? 0 : (long long)time(NULL) - (now_ms() - H.detached_at) / 1000;
+  int n = snprintf(line, sizeof line, "dsh-held 1 holder=%d start=%llu shell=%d owner=%s created=%lld ttl=%u detached=%lld controller=%s ended=%s log=%llu:%llu key=%s label=%s\n",
+    (int)getpid(), H.self_start, (int)H.pty.pid, H.owner, (long long)H.created, H.ttl, detached,
+    H.controller.fd >= 0 && H.controller_id[0] ? H.controller_id : "-", ended,
+    (unsigned long long)log_tail(), (unsigned long long)H.head, key_hex, label_hex);
+  char temporary[PATH_MAX + 8];
+  snprintf(temporary, sizeof temporary, "%s.tmp", H.meta_path);
+  int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  ssize_t written = write(fd, line, (size_t)n);
+  close(fd);
+  if (written == n) rename(temporary, H.meta_path);
+  else unlink(temporary);
+}
+
+/* The start time of a process (stat field 22), 0 when it is gone or a zombie. */
+static unsigned long long start_of(pid_t pid) {
+  char path[64], text[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = 0;
+  char *rest = NULL;
+  for (char *at = strstr(text, ") "); at != NULL; at = strstr(at + 1, ") ")) rest = at + 2;
+  if (rest == NULL || rest[0] == 'Z' || rest[0] == 'X') return 0;
+  int field = 3;
+  for (char *p = rest; *p; p++) {
+    if (*p == ' ' && ++field == 22) return strtoull(p + 1, NULL, 10);
+  }
+  return 0;
+}
+
+/* The ownership registry of this uid (ownership.ts; control.sh `owndir`): trusted only when it
+ * is a directory of ours and not a symlink. Returns its path, or NULL. */
+static const char *owners_dir(void) {
+  static char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/dsh-remote-owners-%u", (unsigned)getuid());
+  mkdir(dir, 0700);
+  struct stat st;
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return NULL;
+  return dir;
+}
+
+/* Whether client `id` has a live control program registered (CLIENT.PID.START, its program
+ * running with that start time). */
+static int client_alive(const char *id) {
+  const char *dir = owners_dir();
+  if (dir == NULL || id[0] == 0) return 0;
+  DIR *entries = opendir(dir);
+  if (entries == NULL) return 0;
+  size_t length = strlen(id);
+  int alive = 0;
+  for (struct dirent *entry; !alive && (entry = readdir(entries)) != NULL;) {
+    if (strncmp(entry->d_name, id, length) != 0 || entry->d_name[length] != '.') continue;
+    char *end;
+    long pid = strtol(entry->d_name + length + 1, &end, 10);
+    if (*end != '.' || pid <= 0) continue;
+    unsigned long long start = strtoull(end + 1, NULL, 10);
+    alive = start != 0 && start_of((pid_t)pid) == start;
+  }
+  closedir(entries);
+  return alive;
+}
+
+static void read_line(const char *path, char *out, size_t size) {
+  out[0] = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, size - 1);
+  close(fd);
+  if (n < 0) n = 0;
+  out[n] = 0;
+  out[strcspn(out, "\n")] = 0;
+}
+
+/* Remove what names this holder (socket, description, registration) and end. */
+static void finish(int status) {
+  unlink(H.sock_path);
+  unlink(H.meta_path);
+  if (H.owner_path[0]) unlink(H.owner_path);
+  _exit(status);
+}
+
+/* Hang the shell up (close the master: SIGHUP to its session, as sshd's closing of a pty does),
+ * kill its process group if it has not ended within HANGUP_GRACE_MS, and finish. */
+static void hang_up(void) {
+  if (H.started && !H.ended) {
+    if (H.pty.master >= 0) close(H.pty.master);
+    H.pty.master = -1;
+    long long deadline = now_ms() + HANGUP_GRACE_MS;
+    while (now_ms() < deadline) {
+      int status;
+      if (waitpid(H.pty.pid, &status, WNOHANG) == H.pty.pid) { H.ended = 1; break; }
+      struct timespec pause = { 0, 20 * 1000000 };
+      nanosleep(&pause, NULL);
+    }
+    if (!H.ended) { kill(-H.pty.pid, SIGKILL); waitpid(H.pty.pid, NULL, 0); }
+  }
+  finish(0);
+}
+
+static void queue_input(const unsigned char *data, size_t length) {
+  if (H.input_len + length > H.input_cap) {
+    size_t cap = H.input_cap == 0 ? 65536 : H.input_cap;
+    while (cap < H.input_len + length) cap *= 2;
+    unsigned char *grown = realloc(H.input, cap);
+    if (grown == NULL) _exit(3);
+    H.input = grown;
+    H.input_cap = cap;
+  }
+  memcpy(H.input + H.input_len, data, length);
+  H.input_len += length;
+}
+
+/* Read a u16-length-prefixed string at *at (of `end`) into `out` (NUL-terminated). */
+static int take_string(const unsigned char **at, const unsigned char *end, char *out, size_t max) {
+  if (end - *at < 2) return -1;
+  uint16_t length = get_u16(*at);
+  *at += 2;
+  if (length > max || end - *at < length) return -1;
+  memcpy(out, *at, length);
+  out[length] = 0;
+  *at += length;
+  return 0;
+}
+
+/* The controller left (its connection ended or broke): the shell goes on, detached. */
+static void detach(void) {
+  close_conn(&H.controller);
+  H.detached_at = now_ms();
+  write_meta();
+}
+
+/* Make pending connection `c` the controller (closing any other). */
+static void make_controller(struct conn *c, const char *id) {
+  if (H.controller.fd >= 0) close_conn(&H.controller);
+  H.controller = *c;
+  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  if (strcmp(id, H.controller_id) != 0) H.signal_count = 0;
+  snprintf(H.controller_id, sizeof H.controller_id, "%s", id);
+}
+
+static void spawn(struct conn *c, const unsigned char *p, uint32_t length) {
+  const unsigned char *end = p + length;
+  if (length < 48) { close_conn(c); return; }
+  unsigned rows = get_u16(p), cols = get_u16(p + 2);
+  uint32_t credit = get_u32(p + 4), log = get_u32(p + 8);
+  H.ttl = get_u32(p + 12);
+  memcpy(H.secret_digest, p + 16, 32);
+  const unsigned char *at = p + 48;
+  char controller[ID_MAX + 1];
+  if (take_string(&at, end, H.owner, ID_MAX) < 0 || take_string(&at, end, controller, ID_MAX) < 0 ||
+      take_string(&at, end, H.key, TEXT_MAX) < 0 || take_string(&at, end, H.label, TEXT_MAX) < 0) { close_conn(c); return; }
+  H.cap = log == 0 ? LOG_DEFAULT : log < LOG_MIN ? LOG_MIN : log > LOG_MAX ? LOG_MAX : log;
+  H.ring = malloc((size_t)H.cap);
+  char *script = malloc((size_t)(end - at) + 1);
+  if (H.ring == NULL || script == NULL) _exit(3);
+  memcpy(script, at, (size_t)(end - at));
+  script[end - at] = 0;
+  const char *failed = "";
+  if (pty_shell_start(rows, cols, script, &H.shell_mask, &H.pty, &failed) < 0) {
+    char text[512];
+    int n = snprintf(text, sizeof text, "%s: %s", failed, strerror(errno));
+    queue_frame(c, 'E', text, (uint32_t)(n < 0 ? 0 : n));
+    flush_conn(c);
+    finish(1);
+  }
+  free(script);
+  H.started = 1;
+  H.created = time(NULL);
+  /* Registered as a live "client" of the ownership registry: the shell's session tag names this
+   * owner, so no client's reaper ends the shell while the holder lives (ownership.ts). */
+  const char *dir = owners_dir();
+  if (dir != NULL && H.owner[0] != 0) {
+    snprintf(H.owner_path, sizeof H.owner_path, "%s/%s.%d.%llu", dir, H.owner, (int)getpid(), H.self_start);
+    int fd = open(H.owner_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) close(fd);
+    else H.owner_path[0] = 0;
+  }
+  make_controller(c, controller);
+  H.credit = credit;
+  H.sent = 0;
+  unsigned char started[8];
+  put_u32(started, (uint32_t)H.pty.pid);
+  put_u32(started + 4, (uint32_t)getpid());
+  queue_frame(&H.controller, 'P', started, sizeof started);
+  write_meta();
+}
+
+static void attach(struct conn *c, const unsigned char *p, uint32_t length) {
+  if (length < 47) { close_conn(c); return; }
+  char id[ID_MAX + 1];
+  const unsigned char *at = p + 45;
+  if (take_string(&at, p + length, id, ID_MAX) < 0) { close_conn(c); return; }
+  unsigned char digest[32], differ = 0;
+  sha256(p, 32, digest);
+  for (int i = 0; i < 32; i++) differ |= (unsigned char)(digest[i] ^ H.secret_digest[i]);
+  int takeover = p[32];
+  uint64_t resume = get_u64(p + 33);
+  /* The top bit: the rest counts bytes back from the log's head (a client that never read it). */
+  if (resume >> 63) {
+    uint64_t back = resume & ~(1ULL << 63);
+    resume = H.head > back ? H.head - back : 0;
+    if (resume < log_tail()) resume = log_tail();
+  }
+  uint32_t credit = get_u32(p + 41);
+  /* Peer credentials (unix(7) SO_PEERCRED): only this uid attaches, whoever reaches the socket. */
+  struct ucred peer;
+  socklen_t peer_length = sizeof peer;
+  int other_uid = getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) != 0 || peer.uid != getuid();
+  unsigned char status = 0;
+  if (!H.started || resume > H.head) status = 3;
+  else if (differ != 0 || other_uid) status = 2;
+  else if (H.controller.fd >= 0 && strcmp(id, H.controller_id) != 0 && (!takeover || client_alive(H.controller_id))) status = 1;
+  unsigned char reply[64 + 3 * 64 + ID_MAX];
+  memset(reply, 0, sizeof reply);
+  reply[0] = status;
+  put_u32(reply + 1, (uint32_t)getpid());
+  put_u32(reply + 5, (uint32_t)H.pty.pid);
+  put_u64(reply + 9, log_tail());
+  put_u64(reply + 17, H.head);
+  uint64_t start = resume < log_tail() ? log_tail() : resume;
+  put_u64(reply + 25, start);
+  put_u64(reply + 33, H.accepted);
+  reply[41] = (unsigned char)H.ended;
+  if (H.ended) pty_exit_status(H.status, reply + 42);
+  put_u64(reply + 45, H.self_start);
+  int n = snprintf((char *)reply + 53, sizeof reply - 53, "%s %s %s", H.boot_id, H.pidns, H.controller.fd >= 0 && H.controller_id[0] ? H.controller_id : "-");
+  queue_frame(c, 'a', reply, 53 + (uint32_t)(n < 0 ? 0 : n));
+  if (status != 0) { flush_conn(c); close_conn(c); return; }
+  make_controller(c, id);
+  H.credit = credit;
+  H.sent = start;
+  H.exit_sent = 0;
+  write_meta();
+  pump();
+}
+
+/* A signal request from the controller: answered once; a resent one gets the same answer. */
+static void signal_request(const unsigned char *p) {
+  uint32_t id = get_u32(p);
+  for (int i = 0; i < H.signal_count; i++)
+    if (H.signals[i].id == id) { queue_frame(&H.controller, 'k', H.signals[i].reply, 9); return; }
+  unsigned char outcome = 3;
+  pid_t group = 0;
+  if (H.pty.master >= 0 && !H.ended) outcome = (unsigned char)pty_signal_foreground(H.pty.master, p[4], (pid_t)get_u32(p + 5), &group);
+  unsigned char reply[9];
+  memcpy(reply, p, 4);
+  reply[4] = outcome;
+  put_u32(reply + 5, (uint32_t)group);
+  if (H.signal_count == SIGNAL_MEMORY) { memmove(H.signals, H.signals + 1, sizeof H.signals[0] * (SIGNAL_MEMORY - 1)); H.signal_count--; }
+  H.signals[H.signal_count].id = id;
+  memcpy(H.signals[H.signal_count].reply, reply, 9);
+  H.signal_count++;
+  queue_frame(&H.controller, 'k', reply, sizeof reply);
+}
+
+/* Frames of the controller. Returns -1 when the controller was dropped. */
+static int controller_frame(unsigned char type, const unsigned char *p, uint32_t length) {
+  if (type == 'J' && length >= 8) {
+    uint64_t offset = get_u64(p);
+    uint64_t count = length - 8;
+    /* A gap means the client lost track: its later input cannot be placed. */
+    if (offset > H.accepted) { detach(); return -1; }
+    uint64_t skip = H.accepted - offset;
+    if (skip < count && H.pty.master >= 0 && !H.ended) { queue_input(p + 8 + skip, (size_t)(count - skip)); H.accepted += count - skip; }
+    else if (skip < count) H.accepted += count - skip;
+  } else if (type == 'R' && length >= 4 && H.pty.master >= 0) {
+    struct winsize size = { .ws_row = get_u16(p), .ws_col = get_u16(p + 2) };
+    ioctl(H.pty.master, TIOCSWINSZ, &size);
+  } else if (type == 'C' && length >= 4) {
+    H.credit += get_u32(p);
+  } else if (type == 'K' && length >= 9) {
+    signal_request(p);
+  } else if (type == 'F' && length >= 16) {
+    unsigned char reply[14 + FG_CALL_MAX];
+    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
+    queue_frame(&H.controller, 'f', reply, reply_length);
+  } else if (type == 'Q') {
+    if (H.ended) { flush_conn(&H.controller); finish(0); }
+  }
+  return 0;
+}
+
+/* Read what connection `c` sent and act on its complete frames. A pending connection's first
+ * frame (D or A) decides what it is; frames behind it, once it became the controller, are the
+ * controller's. */
+static void receive(struct conn *c, int is_controller) {
+  if (c->in == NULL && (c->in = malloc(MAX_FRAME + 5)) == NULL) _exit(3);
+  ssize_t n = recv(c->fd, c->in + c->in_len, MAX_FRAME + 5 - c->in_len, MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    if (is_controller) detach();
+    else close_conn(c);
+    return;
+  }
+  c->in_len += (size_t)n;
+  size_t at = 0;
+  uint64_t accepted_before = H.accepted;
+  while (c->fd >= 0 && c->in_len - at >= 5) {
+    uint32_t length = get_u32(c->in + at + 1);
+    if (length > MAX_FRAME) { if (is_controller) detach(); else close_conn(c); return; }
+    if (c->in_len - at < 5 + (size_t)length) break;
+    unsigned char type = c->in[at];
+    const unsigned char *payload = c->in + at + 5;
+    at += 5 + (size_t)length;
+    if (is_controller) {
+      if (controller_frame(type, payload, length) < 0) return;
+      continue;
+    }
+    unsigned char *buffer = c->in;
+    if (type == 'D' && !H.started) spawn(c, payload, length);
+    else if (type == 'A') attach(c, payload, length);
+    else close_conn(c);
+    /* Attached or spawned: the connection (its buffer with it) is the controller now. */
+    if (H.controller.fd < 0 || H.controller.in != buffer) return;
+    c = &H.controller;
+    is_controller = 1;
+  }
+  if (c->fd >= 0) {
+    memmove(c->in, c->in + at, c->in_len - at);
+    c->in_len -= at;
+  }
+  if (is_controller && H.controller.fd >= 0 && H.accepted != accepted_before) {
+    unsigned char ack[8];
+    put_u64(ack, H.accepted);
+    queue_frame(&H.controller, 'i', ack, sizeof ack);
+  }
+}
+
+/* The shell ended and the PTY holds nothing more (or the drain's bound passed): close the master
+ * (as the attached mode does at its end), so nothing follows the exit frame. */
+static void drain_done(void) {
+  H.drained = 1;
+  if (H.pty.master >= 0) close(H.pty.master);
+  H.pty.master = -1;
+  write_meta();
+}
+
+/* The daemon's loop. */
+static void serve(void) {
+  static unsigned char buffer[MAX_OUTPUT];
+  for (;;) {
+    long long now = now_ms();
+    /* Without a controller for the TTL (0: none), or never spoken to within SPAWN_BOUND_MS. */
+    if (H.started && H.controller.fd < 0 && H.ttl > 0 && now - H.detached_at >= (long long)H.ttl * 1000) hang_up();
+    if (!H.started && now - H.detached_at >= SPAWN_BOUND_MS) finish(1);
+    int attached_now = H.controller.fd >= 0;
+    if (H.ended && !H.drained && (H.master_hup || ((!attached_now || H.credit > 0) && now - H.ended_at >= DRAIN_BOUND_MS))) drain_done();
+    /* Every turn ends here with what it made sent: output the log holds, the exit frame, replies. */
+    pump();
+    flush_conn(&H.controller);
+    for (int i = 0; i < MAX_PENDING; i++) flush_conn(&H.pending[i]);
+    struct pollfd fds[4 + MAX_PENDING];
+    int count = 0, master_at = -1, controller_at = -1, pending_at[MAX_PENDING];
+    fds[count++] = (struct pollfd){ H.signal_fd, POLLIN, 0 };
+    int free_slot = -1;
+    for (int i = 0; i < MAX_PENDING; i++) if (H.pending[i].fd < 0) free_slot = i;
+    fds[count++] = (struct pollfd){ free_slot >= 0 ? H.listen_fd : -1, POLLIN, 0 };
+    if (H.controller.fd >= 0) {
+      controller_at = count;
+      fds[count++] = (struct pollfd){ H.controller.fd, (short)((H.input_len < MAX_PENDING_INPUT ? POLLIN : 0) | (H.controller.out_len > 0 ? POLLOUT : 0)), 0 };
+    }
+    int attached = H.controller.fd >= 0;
+    int may_read = H.started && H.pty.master >= 0 && !H.master_hup && (!attached || (H.credit > 0 && H.sent == H.head && H.controller.out_len < QUEUE_LOW));
+    short master_events = (short)((may_read ? POLLIN : 0) | (H.input_len > 0 ? POLLOUT : 0));
+    if (H.pty.master >= 0 && master_events != 0) { master_at = count; fds[count++] = (struct pollfd){ H.pty.master, master_events, 0 }; }
+    for (int i = 0; i < MAX_PENDING; i++) {
+      pending_at[i] = -1;
+      if (H.pending[i].fd >= 0) { pending_at[i] = count; fds[count++] = (struct pollfd){ H.pending[i].fd, (short)(POLLIN | (H.pending[i].out_len > 0 ? POLLOUT : 0)), 0 }; }
+    }
+    int timeout = -1;
+    if (H.ended && !H.drained) timeout = DRAIN_QUIET_MS;
+    else if (!H.started) timeout = SPAWN_BOUND_MS;
+    else if (!attached && H.ttl > 0) {
+      long long left = (long long)H.ttl * 1000 - (now - H.detached_at);
+      timeout = left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+    }
+    int ready = poll(fds, (nfds_t)count, timeout);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      finish(2);
+    }
+    if (ready == 0 && H.ended && !H.drained && master_at >= 0 && (master_events & POLLIN)) { drain_done(); continue; }
+
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      int terminate = 0;
+      while (read(H.signal_fd, &info, sizeof info) == (ssize_t)sizeof info) if (info.ssi_signo == SIGTERM) terminate = 1;
+      int status;
+      pid_t got;
+      while ((got = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (got == H.pty.pid && !H.ended) { H.status = status; H.ended = 1; H.ended_at = now_ms(); write_meta(); }
+      }
+      if (terminate) hang_up();
+    }
+    if (master_at >= 0 && fds[master_at].revents) {
+      short events = fds[master_at].revents;
+      if ((events & POLLOUT) && H.input_len > 0) {
+        ssize_t n = write(H.pty.master, H.input, H.input_len);
+        if (n > 0) { memmove(H.input, H.input + n, H.input_len - (size_t)n); H.input_len -= (size_t)n; }
+      }
+      if ((events & (POLLIN | POLLHUP | POLLERR)) && may_read) {
+        size_t want = attached ? (H.credit < MAX_OUTPUT ? (size_t)H.credit : MAX_OUTPUT) : MAX_OUTPUT;
+        ssize_t n = read(H.pty.master, buffer, want);
+        if (n > 0) {
+          size_t have = (size_t)n;
+          while (have < want) {
+            ssize_t more = read(H.pty.master, buffer + have, want - have);
+            if (more <= 0) break;
+            have += (size_t)more;
+          }
+          log_append(buffer, have);
+        } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          H.master_hup = 1;
+        }
+      }
+    }
+    if (controller_at >= 0 && H.controller.fd >= 0 && fds[controller_at].revents) {
+      if (fds[controller_at].revents & (POLLIN | POLLHUP | POLLERR)) receive(&H.controller, 1);
+    }
+    for (int i = 0; i < MAX_PENDING; i++)
+      if (pending_at[i] >= 0 && H.pending[i].fd >= 0 && (fds[pending_at[i]].revents & (POLLIN | POLLHUP | POLLERR))) receive(&H.pending[i], 0);
+    if (fds[1].revents & POLLIN) {
+      int fd = accept4(H.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0 && free_slot >= 0) {
+        H.pending[free_slot] = (struct conn){ fd, NULL, 0, NULL, 0, 0 };
+        hello(&H.pending[free_slot]);
+      } else if (fd >= 0) close(fd);
+    }
+  }
+}
+
+int hold(const char *stem) {
+  signal(SIGPIPE, SIG_IGN);
+  char error[512] = "";
+  char dir_path[PATH_MAX];
+  snprintf(dir_path, sizeof dir_path, "%s", stem);
+  const char *dir = dirname(dir_path);
+  snprintf(H.sock_path, sizeof H.sock_path, "%s.sock", stem);
+  snprintf(H.meta_path, sizeof H.meta_path, "%s.meta", stem);
+  mkdir(dir, 0700);
+  struct stat st;
+  int listen_fd = -1;
+  if (strlen(stem) + 6 > sizeof H.sock_path) snprintf(error, sizeof error, "ENAMETOOLONG: held-shell socket path %s.sock is longer than %zu bytes", stem, sizeof H.sock_path - 1);
+  else if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+    snprintf(error, sizeof error, "EACCES: the held-shell directory %s is not a private directory of uid %u", dir, (unsigned)getuid());
+  else {
+    listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_un address = { .sun_family = AF_UNIX };
+    strcpy(address.sun_path, H.sock_path);
+    mode_t old = umask(077);
+    if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&address, sizeof address) < 0 || listen(listen_fd, 8) < 0)
+      snprintf(error, sizeof error, "%s: listen on %s: %s", errno_name(errno), H.sock_path, strerror(errno));
+    umask(old);
+  }
+  if (error[0] != 0) {
+    unsigned char header[5] = { 'E' };
+    put_u32(header + 1, (uint32_t)strlen(error));
+    if (write(1, header, 5) == 5 && write(1, error, strlen(error)) < 0) return 1;
+    return 1;
+  }
+  pid_t daemon = fork();
+  if (daemon < 0) {
+    snprintf(error, sizeof error, "%s: fork: %s", errno_name(errno), strerror(errno));
+    unsigned char header[5] = { 'E' };
+    put_u32(header + 1, (uint32_t)strlen(error));
+    if (write(1, header, 5) == 5 && write(1, error, strlen(error)) < 0) return 1;
+    unlink(H.sock_path);
+    return 1;
+  }
+  if (daemon > 0) {
+    close(listen_fd);
+    return relay(H.sock_path);
+  }
+  /* The holder: a session of its own (no controlling tty, no client's process group), stdio on
+   * /dev/null, no client's session tag (ownership.ts: the next client's reaper must not end it). */
+  setsid();
+  /* Its own name (comm, proc(5)): `dsh-held`, told apart from the relays (`dsh-pty`) in listings. */
+  prctl(PR_SET_NAME, "dsh-held", 0, 0, 0);
+  if (chdir("/") < 0) _exit(1);
+  int null = open("/dev/null", O_RDWR);
+  if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); if (null > 2) close(null); }
+  /* Nothing the exec inherited stays open in a process that may live for a day. */
+  DIR *open_fds = opendir("/proc/self/fd");
+  if (open_fds != NULL) {
+    int listed = dirfd(open_fds);
+    for (struct dirent *entry; (entry = readdir(open_fds)) != NULL;) {
+      int fd = atoi(entry->d_name);
+      if (fd > 2 && fd != listed && fd != listen_fd) close(fd);
+    }
+    closedir(open_fds);
+  }
+  /* Its exec carried no client's session tag (held-shell.ts): /proc/PID/environ keeps the
+   * exec's environment whatever is unset later, and the reaper reads that. */
+  unsetenv("DSH_REMOTE_SESSION");
+  signal(SIGHUP, SIG_IGN);
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  sigaddset(&handled, SIGTERM);
+  sigprocmask(SIG_BLOCK, &handled, &H.shell_mask);
+  H.signal_fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (H.signal_fd < 0) finish(1);
+  H.listen_fd = listen_fd;
+  H.pty = (struct pty_shell){ -1, -1, 0, 0 };
+  H.controller = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  for (int i = 0; i < MAX_PENDING; i++) H.pending[i] = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  H.self_start = start_of(getpid());
+  H.detached_at = now_ms();
+  read_line("/proc/sys/kernel/random/boot_id", H.boot_id, sizeof H.boot_id);
+  struct stat ns;
+  snprintf(H.pidns, sizeof H.pidns, "%llu", stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned long long)ns.st_ino : 0ULL);
+  H.started = 0;
+  serve();
+  return 0;
+}
