@@ -95,6 +95,17 @@ export interface ForegroundFacts {
   waitingCall: string | undefined
 }
 
+/**
+ * A world's identity: the boot id of its kernel, the inode of its pid namespace and the start time
+ * of its pid 1 (clock ticks since boot). Another boot id is a rebooted host; another pid
+ * namespace or pid 1, a restarted container.
+ */
+export interface WorldIdentity {
+  bootId: string
+  pidNamespace: string
+  initStart: string
+}
+
 /** Signals the control program sends, by their `kill -s` names. */
 export type RemoteSignalName = 'INT' | 'TERM' | 'KILL' | 'TSTP' | 'HUP' | 'CONT'
 
@@ -551,14 +562,12 @@ export class ControlChannel {
   }
 
   /**
-   * The world's identity as this program sees it: the boot id of its kernel and the inode of its
-   * pid namespace (control.sh `ident`). Another boot id is a rebooted host; another pid
-   * namespace, a restarted container.
+   * The world's identity as this program sees it (control.sh `ident`): see {@link WorldIdentity}.
    */
-  async worldIdentity(): Promise<{ bootId: string; pidNamespace: string }> {
+  async worldIdentity(): Promise<WorldIdentity> {
     const reply = await this.request('ident')
-    if (reply[0] !== 'ok' || reply.length !== 3) throw this.unexpected('ident', reply)
-    return { bootId: reply[1]!, pidNamespace: reply[2]! }
+    if (reply[0] !== 'ok' || reply.length !== 4) throw this.unexpected('ident', reply)
+    return { bootId: reply[1]!, pidNamespace: reply[2]!, initStart: reply[3]! }
   }
 
   /**

@@ -413,17 +413,20 @@ while IFS= read -r _req; do
       done
       echo "$_id ok$_o" ;;
     ident)
-      # ident -> ok BOOTID PIDNS: the boot id (proc(5): /proc/sys/kernel/random/boot_id) and the
-      # inode of this program's pid namespace (namespaces(7)): another boot id is a rebooted host,
-      # another pid namespace a restarted container. One ls fork.
-      _b=-
+      # ident -> ok BOOTID PIDNS INITSTART: the boot id (proc(5): /proc/sys/kernel/random/boot_id),
+      # the inode of this program's pid namespace (namespaces(7)) and the start time of its pid 1.
+      # Another boot id is a rebooted host; another pid namespace or pid 1, a restarted container
+      # (a namespace's inode number may be given again once the old one is freed: pid 1's start
+      # time, clock ticks since boot, is not). One ls fork.
+      _b=- _i=-
       { read -r _b; } < /proc/sys/kernel/random/boot_id
+      st /proc/1/stat && _i=$S_START
       set -f; set -- $(ls -Li "/proc/$$/ns/pid" </dev/null); set +f
-      echo "$_id ok ${_b:--} ${1:--}" ;;
+      echo "$_id ok ${_b:--} ${1:--} $_i" ;;
     held)
-      # held DIR -> ok META...: each held shell's description (DIR/*.meta, written by dsh-pty
-      # hold.c: one line of NAME=VALUE words) with its spaces as commas; nothing when DIR is not
-      # this uid's own directory (a symlink, another user's). Builtins only.
+      # held DIR -> ok META...: each held shell's description (DIR/ID.meta, written by dsh-pty
+      # hold.c: one line of NAME=VALUE words), as id=ID and its words, commas between; nothing
+      # when DIR is not this uid's own directory (a symlink, another user's). Builtins only.
       _o=
       if [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]; then
         for _f in "$1"/*.meta; do
@@ -431,9 +434,10 @@ while IFS= read -r _req; do
           _l=
           { IFS= read -r _l; } < "$_f"
           set -f; set -- $_l; set +f
-          _j=
-          for _w in "$@"; do _j="$_j${_j:+,}$_w"; done
-          [ -n "$_j" ] && _o="$_o $_j"
+          _b=${_f##*/}
+          _j="id=${_b%.meta}"
+          for _w in "$@"; do _j="$_j,$_w"; done
+          [ $# -gt 0 ] && _o="$_o $_j"
         done
       fi
       echo "$_id ok$_o" ;;

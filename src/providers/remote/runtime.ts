@@ -195,7 +195,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     const records = this.heldRecords(target)
     await records.add({
       key, id: plan.id, stem: plan.stem, secret: plan.secret.toString('hex'), tag: plan.tag,
-      holder, session: handle.session, program: handle.identity, bootId: world.bootId, pidNamespace: world.pidNamespace,
+      holder, session: handle.session, program: handle.identity, ...world,
       pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, created: Date.now(),
     })
     this.forgetRecordWhenEnded(handle, records, plan.id)

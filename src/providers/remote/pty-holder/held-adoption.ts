@@ -7,9 +7,9 @@
  */
 import { createHash } from 'node:crypto'
 import type { SubprocessOutcome, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
-import type { ControlChannel } from '../control-channel.ts'
-import { HeldShellLostError, RemoteWorldError } from '../errors.ts'
-import { type HeldShellStart, heldShellLink, holderCommand } from './held-shell.ts'
+import type { ControlChannel, WorldIdentity } from '../control-channel.ts'
+import { HeldShellDeniedError, HeldShellLostError, RemoteWorldError } from '../errors.ts'
+import { type HeldShellStart, heldShellDirectory, heldShellLink, holderCommand, parseHeldMeta } from './held-shell.ts'
 import { type HeldTerminal, attachHeldShell } from './held-terminal.ts'
 import type { HeldShellRecord } from './held-records.ts'
 
@@ -54,6 +54,13 @@ export function matchingRecords(records: readonly HeldShellRecord[], key: string
  */
 export function replayOf(log: Buffer, busy: boolean, cut: boolean): Buffer {
   let start = 0
+  // A young shell's log still holds its start wrapper's boundary marker (boundary.ts): what the
+  // shell printed starts after it.
+  const boundary = /\r?\nDSHB[0-9a-f]{32}:pid:\d+,\d+\r?\n/.exec(log.toString('latin1'))
+  if (boundary !== null) {
+    start = boundary.index + boundary[0].length
+    cut = false
+  }
   if (cut) {
     const newline = log.indexOf(0x0a)
     start = newline < 0 ? log.length : newline + 1
@@ -93,10 +100,21 @@ export interface DetachedEnding {
 export async function takeHeldShell(record: HeldShellRecord, control: ControlChannel, start: Pick<HeldShellStart, 'holderPath' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap' | 'where'>): Promise<TakenShell | DetachedEnding> {
   const plan = { stem: record.stem, secret: Buffer.from(record.secret, 'hex') }
   const link = heldShellLink(plan, start)
+  // Its directory names its user's uid (held-shell.ts): another user's shell is never reached.
+  const directory = record.stem.slice(0, record.stem.lastIndexOf('/'))
+  if (directory !== heldShellDirectory(control.info.uid)) {
+    throw new HeldShellDeniedError(`${start.where}: held shell ${record.id} belongs to another user (${directory}), and this client runs as uid ${control.info.uid}; nothing was attached`)
+  }
+  // Its description first: a holder that is not the recorded one is refused before anything attaches.
+  const meta = (await control.heldShellLines(directory)).map(parseHeldMeta).find(entry => entry?.id === record.id)
+  if (meta !== undefined && (meta.holder !== record.holder.pid || meta.holderStart !== record.holder.starttime)) {
+    throw new HeldShellLostError('holder-replaced', `${start.where}: held shell ${record.id} is held by holder ${meta.holder} (start ${meta.holderStart}), not by the recorded ${record.holder.pid} (start ${record.holder.starttime}); nothing was attached`)
+  }
+  if (meta === undefined) throw await diagnoseLoss(record, control, start.where, `no description ${record.stem}.meta`)
   let attached
   try {
     const pipe = await start.reopen(holderCommand(start.holderPath, ['--connect', `${record.stem}.sock`], start.relayTag))
-    attached = await attachHeldShell(pipe, start.where, link, REPLAY_BYTES, true)
+    attached = await attachHeldShell(pipe, start.where, link, { fromHead: REPLAY_BYTES }, true)
   } catch (error) {
     if (error instanceof HeldShellLostError) throw await diagnoseLoss(record, control, start.where, error.message)
     throw error
@@ -162,7 +180,7 @@ function readReplay(terminal: HeldTerminal, length: number, all: boolean): Promi
  * was killed or the shell was ended by `doctor --reap --include-persistent`).
  */
 export async function diagnoseLoss(record: HeldShellRecord, control: ControlChannel, where: string, detail: string): Promise<HeldShellLostError> {
-  let world: { bootId: string; pidNamespace: string } | undefined
+  let world: WorldIdentity | undefined
   let holder
   try {
     world = await control.worldIdentity()
@@ -172,7 +190,7 @@ export async function diagnoseLoss(record: HeldShellRecord, control: ControlChan
   }
   const started = new Date(record.created).toISOString()
   if (world !== undefined && world.bootId !== record.bootId) return new HeldShellLostError('host-rebooted', `${where}: the held shell started ${started} is gone: the host rebooted since (boot id ${world.bootId}, was ${record.bootId}); the next terminal starts a fresh shell`)
-  if (world !== undefined && world.pidNamespace !== record.pidNamespace) return new HeldShellLostError('world-restarted', `${where}: the held shell started ${started} is gone: the container restarted since (pid namespace ${world.pidNamespace}, was ${record.pidNamespace}); the next terminal starts a fresh shell`)
+  if (world !== undefined && (world.pidNamespace !== record.pidNamespace || world.initStart !== record.initStart)) return new HeldShellLostError('world-restarted', `${where}: the held shell started ${started} is gone: the container restarted since (pid namespace ${world.pidNamespace}, pid 1 started at ${world.initStart}; were ${record.pidNamespace}, ${record.initStart}); the next terminal starts a fresh shell`)
   if (holder !== undefined && holder.starttime !== record.holder.starttime) return new HeldShellLostError('holder-replaced', `${where}: the held shell started ${started} is gone: its holder's pid ${record.holder.pid} is another process now (start time ${holder.starttime}, was ${record.holder.starttime}); the next terminal starts a fresh shell`)
   return new HeldShellLostError('holder-gone', `${where}: the held shell started ${started} is gone: its holder ended (its TTL passed, or it was ended) (${detail}); the next terminal starts a fresh shell`)
 }

@@ -36,9 +36,10 @@ export interface HeldShellRecord {
   holder: ProcessIdentity
   session: ProcessIdentity
   program: ProcessIdentity
-  /** The world when it started: another boot id is a rebooted host, another pid namespace a restarted container. */
+  /** The world when it started (control-channel.ts `WorldIdentity`): another boot id is a rebooted host, another pid namespace or pid 1 a restarted container. */
   bootId: string
   pidNamespace: string
+  initStart: string
   /** terminal-bash's per-process terminal number (DSH_PTY_SESSION_ID) it started with, if any. */
   pty: string | null
   /** When it started (ms since the epoch). */

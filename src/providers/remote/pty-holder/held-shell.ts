@@ -124,3 +124,61 @@ const DSH_PTY_SESSION_VARIABLE = 'DSH_PTY_SESSION_ID'
 export function heldShellLabel(spec: { argv: readonly string[]; cwd: string; env?: Readonly<Record<string, string>> | undefined }): string {
   return JSON.stringify({ session: spec.env?.[DSH_SESSION_VARIABLE] ?? null, pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, cwd: spec.cwd, argv: spec.argv })
 }
+
+/** A held shell as its holder describes it (STEM.meta, dsh-pty hold.c `write_meta`). */
+export interface HeldShellMeta {
+  id: string
+  /** The holder's pid and start time (clock ticks), the shell's pid, the owner id it registered as. */
+  holder: number
+  holderStart: number
+  shell: number
+  owner: string
+  /** When it started and when its last controller left (seconds since the epoch; 0: a controller holds it). */
+  created: number
+  detached: number
+  /** Seconds without a controller after which it ends (0: never). */
+  ttl: number
+  /** The controller id holding it, undefined when none. */
+  controller: string | undefined
+  /** The shell's end while it waits to be collected: its kind (0 exited, 1 signal) and code, undefined while it runs. */
+  ended: { kind: number; code: number } | undefined
+  /** The log: oldest offset kept and next offset (as of the last change of state). */
+  log: { tail: number; head: number }
+  key: string
+  label: string
+}
+
+/**
+ * Parse a held shell's description as control.sh `held` lists it (`id=ID` and hold.c's words).
+ * @returns undefined for a line that is not one.
+ */
+export function parseHeldMeta(line: string): HeldShellMeta | undefined {
+  const words = new Map<string, string>()
+  const fields = line.split(' ')
+  if (fields[1] !== 'dsh-held' && fields[0] !== 'dsh-held' && !fields.includes('dsh-held')) return undefined
+  for (const field of fields) {
+    const at = field.indexOf('=')
+    if (at > 0) words.set(field.slice(0, at), field.slice(at + 1))
+  }
+  const number = (name: string): number => Number(words.get(name) ?? 'NaN')
+  const text = (name: string): string => Buffer.from(words.get(name) ?? '', 'hex').toString('utf8')
+  const [tail, head] = (words.get('log') ?? '0:0').split(':').map(Number)
+  const ended = words.get('ended')
+  const meta: HeldShellMeta = {
+    id: words.get('id') ?? '',
+    holder: number('holder'),
+    holderStart: number('start'),
+    shell: number('shell'),
+    owner: words.get('owner') ?? '',
+    created: number('created'),
+    detached: number('detached'),
+    ttl: number('ttl'),
+    controller: words.get('controller') === '-' ? undefined : words.get('controller'),
+    ended: ended === undefined || ended === '-' ? undefined : { kind: Number(ended.split(':')[0]), code: Number(ended.split(':')[1]) },
+    log: { tail: tail ?? 0, head: head ?? 0 },
+    key: text('key'),
+    label: text('label'),
+  }
+  if (!/^[0-9a-f]{32}$/.test(meta.id) || !Number.isSafeInteger(meta.holder) || !Number.isSafeInteger(meta.holderStart)) return undefined
+  return meta
+}

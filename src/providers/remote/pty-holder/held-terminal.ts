@@ -119,19 +119,21 @@ export interface AttachedShell {
 }
 
 /**
- * Attach to a held shell through `pipe` (a relay to its socket) as a client that never read its
- * output: the output starts with the last `replayBytes` of its log.
- * @throws HeldShellBusyError, HeldShellDeniedError, SpawnFailedError (no shell there), or
- *   TransportError when the pipe ends first.
+ * Attach to a held shell through `pipe` (a relay to its socket): its output starts at offset
+ * `resume` (a client that read it up to there), or with the last `fromHead` bytes of its log (a
+ * client that never read it). `takeover`: from a controller whose client is gone.
+ * @throws HeldShellBusyError, HeldShellDeniedError, HeldShellLostError (no holder behind the
+ *   socket), SpawnFailedError (no shell there, or a resume beyond its output), or TransportError
+ *   when the pipe ends first.
  */
-export function attachHeldShell(pipe: ProcessTransport, where: string, link: HeldShellLink, replayBytes: number, takeover: boolean): Promise<AttachedShell> {
+export function attachHeldShell(pipe: ProcessTransport, where: string, link: HeldShellLink, resume: number | { fromHead: number }, takeover: boolean): Promise<AttachedShell> {
   return new Promise((resolve, reject) => {
     let reply: AttachReply | undefined
     const terminal = new HeldTerminal({ script: '', rows: 0, cols: 0, where }, link, {
       resolve: opened => resolve({ terminal: opened, reply: reply! }),
       reject,
     }, answer => { reply = answer })
-    terminal.begin(pipe, attachFrame(link.secret, takeover, { fromHead: replayBytes }, HOLDER_CREDIT_BYTES, link.controller))
+    terminal.begin(pipe, attachFrame(link.secret, takeover, resume, HOLDER_CREDIT_BYTES, link.controller))
   })
 }
 
@@ -453,6 +455,11 @@ export class HeldTerminal implements TerminalTransport {
             // The relay found no holder behind the socket: it ended (its TTL, a kill), and no
             // attempt will find it again.
             this.failure ??= new HeldShellLostError('holder-gone', `${this.start.where}: the held shell's holder is gone (${frame.text}); its shell ended with it`)
+            if (!this.started) this.opened.reject(this.failure)
+            this.finish()
+          } else if (this.link !== undefined && /^(EACCES|EPERM)\b/.test(frame.text)) {
+            // The held-shell directory is another user's: this user may not reach the shell.
+            this.failure ??= new HeldShellDeniedError(`${this.start.where}: the held shell is another user's: ${frame.text}`)
             if (!this.started) this.opened.reject(this.failure)
             this.finish()
           } else if (!this.started) this.opened.reject(new SpawnFailedError(`cannot start a terminal in ${this.start.where}: ${frame.text}`))

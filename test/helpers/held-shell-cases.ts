@@ -1,0 +1,388 @@
+/**
+ * Held shells (issue 22), world-neutral: shells that outlive their transport (persistence
+ * 'connection') and their client (persistence 'client'), held in the world by dsh-pty's holder
+ * (src/providers/remote/pty-holder/hold.c). Behaviour only: no case asserts a duration.
+ *
+ * A world under these cases reaches the world through a proxy this process controls
+ * (socket-cut.ts): the SSH world's TCP connection, the Docker world's engine socket. A cut drops
+ * every connection and refuses new ones, as a network outage does. Processes are read in the
+ * world's pid namespace through a SEPARATE `docker exec`.
+ */
+import { spawn } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { expect, it } from 'vitest'
+import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { HeldShellDeniedError, HeldShellLostError, type RemoteWorldError } from '../../src/providers/remote/errors.ts'
+import type { HeldShellRecord } from '../../src/providers/remote/pty-holder/held-records.ts'
+import { holderCommand } from '../../src/providers/remote/pty-holder/held-shell.ts'
+import { terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
+import { WORLD_OWNER } from '../../src/providers/remote/world-owner.ts'
+import { type HeldTerminal, attachHeldShell } from '../../src/providers/remote/pty-holder/held-terminal.ts'
+import type { PersistenceSetting } from '../../src/providers/remote/pty-holder/persistence.ts'
+import type { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
+import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { ROOT } from './built-package.ts'
+import { execIn, waitFor } from '../docker/helpers.ts'
+import type { HeldClientPlan } from './held-client.ts'
+import type { SocketCut } from './socket-cut.ts'
+
+/** What a world supplies to the cases. */
+export interface HeldShellWorld {
+  /** The container the world's processes run in (the attached container, or the sshd's). */
+  containerId(): string
+  /** A writable directory in the world. */
+  workspace: string
+  /** Where this process's clients keep their held-shell records (a directory of the test's own). */
+  stateDir: string
+  /** The world's runtime and config with `persistence`, as `user`, reached through {@link proxy} (JSON: child clients get it too). */
+  plan(persistence: PersistenceSetting, options?: { user?: string; replies?: 'answer' | 'off' }): HeldClientPlan['world']
+  /** The proxy between the clients and the world. */
+  proxy(): SocketCut
+  /** The name of the world's records target for `user` (held-records.ts), known once a world was opened. */
+  recordsTarget(world: RemoteWorld, user: string): string
+}
+
+const TUNING = { pollIntervalMs: 50, exactProbeAfterMs: 150, idleSilenceMs: 3000 } as const
+
+/** Compose a world of `plan` in this process, for session `session`. */
+export async function openPlanned(plan: HeldClientPlan['world'], workspaceRoot: string, session?: string, tuning: { timeoutMs?: number; idleSilenceMs?: number } = {}): Promise<RemoteWorld> {
+  const terminal = { ...TUNING, ...tuning }
+  const common = { workspaceRoot, terminal, ...(session !== undefined ? { session } : {}) }
+  return plan.runtime === 'docker'
+    ? openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: plan.config, ...common })
+    : openWorld({ runtime: SshSubprocessRuntime, runtimeConfig: plan.config, ...common })
+}
+
+/** A client process (held-client.ts) that started `send` and said READY; resolves with the shell's pid and a SIGKILL. */
+async function startClient(plan: HeldClientPlan): Promise<{ pid: number; kill(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'helpers', 'held-client.ts'), JSON.stringify(plan)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { err += chunk.toString() })
+  const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
+  await waitFor(() => out, text => text.includes('READY') || text.includes('FAILED'), 60_000).catch(() => undefined)
+  expect(out, err).toContain('READY')
+  return {
+    pid: Number(/PID (\d+)/.exec(out)![1]),
+    kill: async () => {
+      child.kill('SIGKILL')
+      await exited
+    },
+  }
+}
+
+/** The holder's pid of the terminal whose shell has pid `pid` in `world`. */
+function holderOf(world: RemoteWorld, pid: number): number {
+  return (world.runtime as RemoteSubprocessRuntime<never>).terminal(pid)!.worldParent!.pid
+}
+
+/** Occurrences of `text` in `within`. */
+function count(within: string, text: string): number {
+  return within.split(text).length - 1
+}
+
+/** The held shells in the world of `user` (their dsh-held holders' pids), read through a separate exec. */
+async function holders(containerId: string, user: string): Promise<number[]> {
+  const listed = await execIn(containerId, ['sh', '-c', `ps -o pid= -o comm= -u ${user} | awk '$2 == "dsh-held" { print $1 }'`])
+  return listed.stdout.split('\n').filter(line => line.trim().length > 0).map(Number)
+}
+
+/**
+ * Register the cases (call inside a `describe`).
+ * @param world - the world under test.
+ * @param options.restart - restart the world's container (the Docker world only: the SSH world's
+ *   sshd does not survive a restart of its container).
+ */
+export function heldShellCases(world: HeldShellWorld, user: string, options: { restart?: () => Promise<void> } = {}): void {
+  const worlds: RemoteWorld[] = []
+  const opened = async (plan: HeldClientPlan['world'], session?: string, tuning: { timeoutMs?: number; idleSilenceMs?: number } = {}): Promise<RemoteWorld> => {
+    const composed = await openPlanned(plan, world.workspace, session, tuning)
+    worlds.push(composed)
+    return composed
+  }
+  const disposeAll = async (): Promise<void> => {
+    for (const composed of worlds.splice(0)) await composed.dispose().catch(() => undefined)
+    // Whatever a failed case left held ends here, so the next case starts from none.
+    await execIn(world.containerId(), ['pkill', '-KILL', '-x', '-u', user, 'dsh-held'])
+  }
+  const session = (): string => `held-${randomBytes(6).toString('hex')}`
+
+  it('a client killed with SIGKILL: a new client of the same session takes the same shell back ($$ unchanged) and sees done-42 once', async () => {
+    try {
+      const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
+      const name = session()
+      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'sleep 20; echo done-$((6*7))' })
+      await first.kill()
+      const next = await opened(plan, name)
+      const terminal = await next.open()
+      // The replay: what the shell runs now, without a prompt marker (it is busy).
+      expect(terminal.motd).toContain('sleep 20; echo done-$((6*7))')
+      expect(terminal.pid).toBe(first.pid)
+      const text = await waitFor(() => terminal.read().text, seen => seen.includes('done-42\n'), 40_000)
+      expect(count(text, 'done-42')).toBe(1)
+      const again = await terminal.send('echo "PID=$$"')
+      expect(again.waitReason).toBe('stdin_read')
+      expect(again.viewport).toContain(`PID=${first.pid}`)
+      const holder = holderOf(next, terminal.pid!)
+      expect(await holders(world.containerId(), user)).toContain(holder)
+      await terminal.close()
+      expect(await holders(world.containerId(), user)).not.toContain(holder)
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
+  it('a 5 s cut of the transport during `sleep 10; echo ok`: the send settles with ok, the shell saw no SIGHUP, its pid is unchanged', async () => {
+    try {
+      // The silence bound above the command's 10 s: the send settles on its prompt, after `ok`.
+      const composed = await opened(world.plan({ mode: 'connection' }, { user }), undefined, { idleSilenceMs: 60_000 })
+      const terminal = await composed.open()
+      const before = await terminal.send('trap "echo got-\$((1+1))-HUP" HUP; echo "PID=$$"')
+      const pid = /PID=(\d+)/.exec(before.viewport)![1]
+      const send = terminal.startSend('sleep 10; echo ok-$((40+2))')
+      await waitFor(async () => (await execIn(world.containerId(), ['pgrep', '-x', '-u', user, 'sleep'])).exitCode, code => code === 0, 10_000)
+      await world.proxy().cut(5_000)
+      const result = await send.done
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.viewport).toContain('ok-42')
+      expect(terminal.read().text).not.toContain('got-2-HUP')
+      const after = await terminal.send('echo "PID=$$"')
+      expect(after.viewport).toContain(`PID=${pid}`)
+      await terminal.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
+  it('1000 sends of `echo L$n >> f` while the transport drops at random: every line once, in order', async () => {
+    const file = `${world.workspace}/held-lines-${randomBytes(4).toString('hex')}`
+    let cutting = true
+    try {
+      const composed = await opened(world.plan({ mode: 'connection' }, { user }))
+      const terminal = await composed.open()
+      const cuts = (async () => {
+        let made = 0
+        while (cutting) {
+          await delay(200 + Math.floor(Math.random() * 800))
+          if (!cutting) break
+          await world.proxy().cut(20 + Math.floor(Math.random() * 300))
+          made += 1
+        }
+        return made
+      })()
+      for (let n = 1; n <= 1000; n += 1) await terminal.send(`echo L${n} >> ${file}`)
+      cutting = false
+      expect(await cuts).toBeGreaterThan(0)
+      const written = await execIn(world.containerId(), ['cat', file])
+      expect(written.stdout).toBe(Array.from({ length: 1000 }, (_, index) => `L${index + 1}\n`).join(''))
+      await terminal.close()
+    } finally {
+      cutting = false
+      await disposeAll()
+      await execIn(world.containerId(), ['rm', '-f', file])
+    }
+  }, 600_000)
+
+  it('100 detach/reattach cycles (50 transport drops, 50 clients gone) during a deterministic 16 MiB output: what was delivered is the source, byte for byte', async () => {
+    // 2097152 lines of 8 bytes (`seq -w`: 7 digits, zero-padded), on a raw PTY (no \r added): 16 MiB.
+    const lines = 2_097_152
+    const source = createHash('sha256')
+    for (let line = 1; line <= lines; line += 1) source.update(`${String(line).padStart(7, '0')}\n`)
+    const expected = source.digest('hex')
+    try {
+      const name = session()
+      const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), name)
+      const terminal = await composed.open()
+      const ready = await terminal.send(`stty raw -echo; read -r go; seq -w 1 ${lines}; sleep 600`)
+      expect(ready.waitReason).toBe('stdin_read')
+      // The shell's secret and socket, as this user's client recorded them.
+      const runtime = composed.runtime as RemoteSubprocessRuntime<never>
+      const recordsFile = (await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(composed, user))), 'utf8'))
+      const record = (JSON.parse(recordsFile) as HeldShellRecord[]).find(entry => entry.program.pid === terminal.pid)!
+      expect(record).toBeDefined()
+      // From here on, this test is the client: it detaches the world's handle and reads the
+      // shell's output itself, through relays it opens and drops.
+      const holder = await terminalHolder(runtime[WORLD_OWNER])
+      if (!('path' in holder)) throw new Error(holder.unavailable)
+      const holderPath = holder.path
+      const delivered = createHash('sha256')
+      let offset = -1
+      let total = 0
+      let cycles = 0
+      const attach = async (resume: number | { fromHead: number }): Promise<HeldTerminal> => {
+        const pipe = await runtime.openProcess(holderCommand(holderPath, ['--connect', `${record.stem}.sock`]))
+        const { terminal: held, reply } = await attachHeldShell(pipe, 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: () => runtime.openProcess(holderCommand(holderPath, ['--connect', `${record.stem}.sock`])), deadlineMs: 30_000 }, resume, true)
+        if (offset < 0) offset = reply.head
+        expect(reply.start).toBe(offset)
+        return held
+      }
+      runtime.detachHeldShells()
+      let held = await attach({ fromHead: 0 })
+      // Raw mode: no CR to NL translation, so the line ends with NL.
+      await held.write(Buffer.from('go\n'))
+      const target = lines * 8
+      while (total < target) {
+        const chunk = await new Promise<Buffer | null>(resolve => {
+          const take = (): void => {
+            // At most 64 KiB a read: the cycles come at points spread over the output.
+            const data = (held.output.read(Math.min(65_536, held.output.readableLength)) ?? held.output.read()) as Buffer | null
+            if (data !== null) { cleanup(); resolve(data) }
+          }
+          const ended = (): void => { cleanup(); resolve(null) }
+          const cleanup = (): void => { held.output.off('readable', take); held.output.off('end', ended) }
+          held.output.on('readable', take)
+          held.output.once('end', ended)
+          take()
+        })
+        if (chunk === null) throw new Error(`the output ended at ${total} of ${target} bytes`)
+        const useful = chunk.subarray(0, Math.min(chunk.length, target - total))
+        delivered.update(useful)
+        total += useful.length
+        offset += chunk.length
+        // A cycle every 160 KiB: transport drops (the relay killed in the world) and clients
+        // gone (this client's transport closed; a new one attaches at the offset delivered).
+        if (total >= (cycles + 1) * 167_772 && cycles < 100) {
+          cycles += 1
+          if (cycles % 2 === 1) await execIn(world.containerId(), ['pkill', '-9', '-x', '-u', user, 'dsh-pty'])
+          else {
+            held.close()
+            held = await attach(offset)
+          }
+          await delay(Math.floor(Math.random() * 30))
+        }
+      }
+      expect(cycles).toBe(100)
+      expect(delivered.digest('hex')).toBe(expected)
+      held.close()
+      await execIn(world.containerId(), ['pkill', '-9', '-u', user, '-x', 'dsh-held'])
+    } finally {
+      await disposeAll()
+    }
+  }, 600_000)
+
+  it('a shell that exits while detached (`sleep 2; exit 7`): the next client gets status 7 and its last output, and a fresh shell', async () => {
+    try {
+      const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
+      const name = session()
+      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'echo bye-$((3+4)); sleep 2; exit 7' })
+      await first.kill()
+      await waitFor(async () => (await execIn(world.containerId(), ['sh', '-c', `kill -0 ${first.pid} 2>/dev/null && echo alive || echo gone`])).stdout.trim(), state => state === 'gone', 20_000)
+      const next = await opened(plan, name)
+      const terminal = await next.open()
+      expect(terminal.pid).not.toBe(first.pid)
+      const handle = (next.runtime as RemoteSubprocessRuntime<never>).terminal(terminal.pid!)!
+      expect(handle.previousEnding?.outcome).toEqual({ exitCode: 7, signal: null })
+      expect(handle.previousEnding?.tail.toString()).toContain('bye-7')
+      // The ended shell's holder was collected and ended; the fresh one ends with its terminal.
+      expect(await holders(world.containerId(), user)).toEqual([holderOf(next, terminal.pid!)])
+      await terminal.close()
+      expect(await holders(world.containerId(), user)).toEqual([])
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
+  it('the emulator rebuilt from a replay answers no query in it: a cursor position request printed while detached stays unanswered', async () => {
+    try {
+      const name = session()
+      // The first client answers no query (replies off), so the request is still unanswered when it dies.
+      const first = await startClient({ world: world.plan({ mode: 'client', stateDir: world.stateDir }, { user, replies: 'off' }), session: name, workspaceRoot: world.workspace, send: 'printf "\\033[6n"; read -t 6 -r -d R x; echo "answer=[${x#?}]"' })
+      await first.kill()
+      const next = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user, replies: 'answer' }), name)
+      const terminal = await next.open()
+      expect(terminal.pid).toBe(first.pid)
+      const text = await waitFor(() => terminal.read().text, seen => seen.includes('answer=['), 30_000)
+      expect(text).toContain('answer=[]')
+      await terminal.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
+  it('refusals: a wrong secret, another uid, and a holder that is not the recorded one are each refused with their typed error, nothing attached', async () => {
+    try {
+      const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
+      const name = session()
+      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'sleep 300' })
+      await first.kill()
+      const probe = await opened(plan)
+      const file = join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(probe, user)))
+      const original = await readFile(file, 'utf8')
+      const records = JSON.parse(original) as HeldShellRecord[]
+      const mine = records.find(record => record.program.pid === first.pid)!
+      const rewrite = (change: Partial<HeldShellRecord>): Promise<void> => writeFile(file, JSON.stringify(records.map(record => record === mine ? { ...record, ...change } : record)))
+      const refusal = async (): Promise<RemoteWorldError> => {
+        const composed = await opened(plan, name)
+        return composed.open().then(() => { throw new Error('attached') }, (error: unknown) => rootCause(error))
+      }
+      await rewrite({ secret: randomBytes(32).toString('hex') })
+      expect(await refusal()).toBeInstanceOf(HeldShellDeniedError)
+      await rewrite({ holder: { pid: mine.holder.pid, starttime: mine.holder.starttime + 1 } })
+      const replaced = await refusal()
+      expect(replaced).toBeInstanceOf(HeldShellLostError)
+      expect((replaced as HeldShellLostError).loss).toBe('holder-replaced')
+      // The refused record was dropped: another uid is refused with the original record again.
+      await writeFile(file, original)
+      if (user !== 'root') {
+        const rootPlan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user: 'root' })
+        const rootProbe = await opened(rootPlan)
+        await writeFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(rootProbe, 'root'))), original)
+        const asRoot = await opened(rootPlan, name)
+        const refused = await asRoot.open().then(() => undefined, (error: unknown) => rootCause(error))
+        expect(refused).toBeInstanceOf(HeldShellDeniedError)
+      }
+      // Nothing attached: the shell is still there, and its own client takes it back.
+      const owner = await opened(plan, name)
+      const terminal = await owner.open()
+      expect(terminal.pid).toBe(first.pid)
+      await terminal.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 180_000)
+
+  if (options.restart !== undefined) {
+    const restart = options.restart
+    it('a restarted container is reported as such, never as a silent fresh shell; the next terminal starts fresh', async () => {
+      try {
+        const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
+        const name = session()
+        const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'sleep 300' })
+        await first.kill()
+        await restart()
+        const composed = await opened(plan, name)
+        const lost = await composed.open().then(() => undefined, (error: unknown) => rootCause(error))
+        expect(lost).toBeInstanceOf(HeldShellLostError)
+        expect((lost as HeldShellLostError).loss).toBe('world-restarted')
+        const fresh = await composed.open()
+        expect((await fresh.send('echo fresh-$((1+1))')).viewport).toContain('fresh-2')
+        await fresh.close()
+      } finally {
+        await disposeAll()
+      }
+    }, 180_000)
+  }
+}
+
+/** The records file name of `target` in `stateDir` (held-records.ts names it by the target's hash). */
+async function recordsFileOf(stateDir: string, target: string): Promise<string> {
+  void stateDir
+  return `${createHash('sha256').update(target).digest('hex').slice(0, 32)}.json`
+}
+
+/** The RemoteWorldError under terminal-bash's wrapping of a failed spawn. */
+function rootCause(error: unknown): RemoteWorldError {
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && typeof current === 'object' && current !== null; depth += 1) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && code.startsWith('HELD_')) return current as RemoteWorldError
+    const wrapped = current as { spawnError?: unknown; cause?: unknown }
+    current = wrapped.spawnError ?? wrapped.cause
+  }
+  throw error
+}
