@@ -34,6 +34,12 @@ export type RemoteWorldErrorCode =
   | 'DEVCONTAINER_CONFIG_INVALID'
   | 'DEVCONTAINER_USER_NOT_FOUND'
   | 'WORLD_TOOL_UNAVAILABLE'
+  | 'SWARM_NOT_A_MANAGER'
+  | 'SWARM_TASK_UNSCHEDULABLE'
+  | 'SWARM_TASK_FAILED'
+  | 'SWARM_NODE_UNREACHABLE'
+  | 'SWARM_NODE_LOST'
+  | 'SWARM_CLEANUP_UNPROVEN'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {
