@@ -87,7 +87,7 @@ export class SwarmSubprocessRuntime extends DockerWorldRuntime {
     this.opened = opened
     void opened.watch.lost.then(error => { this.lostError = error })
     if (this.config.reapOrphans !== false) {
-      this.reaping = mapNodes(this.nodes).then(nodes => reapSwarmWorlds(this.manager, nodes, { exceptOwner: this.ownership.clientId }))
+      this.reaping = this.reapSwarm({ dryRun: false })
       this.reaping.catch(() => undefined)
     }
     return opened.world
@@ -105,6 +105,15 @@ export class SwarmSubprocessRuntime extends DockerWorldRuntime {
     } catch (error) {
       throw new TargetNotFoundError(`image ${image} is not on the swarm manager's engine ${this.manager.host} (${(error as Error).message}): load it into every node (docker save ${image} | docker -H NODE load); nodes never pull it, the service names it by ID`, { cause: error })
     }
+  }
+
+  /**
+   * Find (and unless `dryRun`, remove) the swarm worlds gone clients left, through this
+   * runtime's manager and node endpoints (reap.ts), never this client's own.
+   * @throws EngineUnavailableError when the manager does not answer.
+   */
+  async reapSwarm(options: { dryRun: boolean }): Promise<SwarmReapReport> {
+    return reapSwarmWorlds(this.manager, await mapNodes(this.nodes), { dryRun: options.dryRun, exceptOwner: this.ownership.clientId })
   }
 
   /** The world once open: its service, task, node and the facts its task proved; undefined before. */
