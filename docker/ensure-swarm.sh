@@ -8,6 +8,9 @@
 #   bash docker/ensure-swarm.sh kill N     node N dies at once (SIGKILL of its engine, its
 #                                          containerd, shims and every process of its tasks):
 #                                          a lost node, for the tests; the next run restarts it
+#   bash docker/ensure-swarm.sh freeze N   node N stops answering (SIGSTOP of its engine, containerd
+#                                          and shims; its tasks' processes run on): a partition
+#   bash docker/ensure-swarm.sh thaw N     node N answers again (SIGCONT)
 #   bash docker/ensure-swarm.sh stop       stop the three engines (SIGTERM); their state stays
 #
 # Node N (1 manager, 2 and 3 workers):
@@ -71,22 +74,29 @@ apt_install() {
 }
 
 # Pids of node N's engine, its containerd and shims (their command lines name its exec root or
-# socket), and of every process of its containers (cgroup parent dsh-swarm-N).
+# socket), and with `tasks`, of every process of its containers too (cgroup parent dsh-swarm-N).
 node_pids() {
-  local n=$1 pid cmdline
+  local n=$1 tasks=${2:-} pid cmdline
   for pid in /proc/[0-9]*; do
     pid=${pid#/proc/}
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
     case $cmdline in
       *"$RUN/$n/"*|*"$RUN/$n "*|*"$RUN/$n.sock"*) echo "$pid"; continue ;;
     esac
-    if grep -q ":/dsh-swarm-$n/" "/proc/$pid/cgroup" 2>/dev/null; then echo "$pid"; fi
+    if [ -n "$tasks" ] && grep -q ":/dsh-swarm-$n/" "/proc/$pid/cgroup" 2>/dev/null; then echo "$pid"; fi
   done
+}
+
+signal_node() {
+  local n=$1 signal=$2 pids
+  pids=$(node_pids "$n")
+  # shellcheck disable=SC2086
+  [ -z "$pids" ] || kill "-$signal" $pids 2>/dev/null || true
 }
 
 kill_node() {
   local n=$1 pids
-  pids=$(node_pids "$n")
+  pids=$(node_pids "$n" tasks)
   # shellcheck disable=SC2086
   [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
   log "node $n ($(name "$n")) killed"
@@ -230,6 +240,8 @@ exec 9>"$STATE/ensure-swarm.lock"
 flock 9
 case "${1:-up}" in
   kill) kill_node "${2:?node number}" ;;
+  freeze) signal_node "${2:?node number}" STOP; log "node $2 ($(name "$2")) frozen" ;;
+  thaw) signal_node "${2:?node number}" CONT; log "node $2 ($(name "$2")) thawed" ;;
   stop) stop_nodes ;;
   up)
     [ "$(id -u)" = 0 ] || { log "three more Docker engines need root to start"; exit 1; }
@@ -238,5 +250,5 @@ case "${1:-up}" in
     ensure_swarm
     ensure_images
     ;;
-  *) log "usage: ensure-swarm.sh [up | kill N | stop]"; exit 2 ;;
+  *) log "usage: ensure-swarm.sh [up | kill N | freeze N | thaw N | stop]"; exit 2 ;;
 esac

@@ -32,6 +32,41 @@ afterAll(async () => {
 
 const BASH: SubprocessTerminalSpawnSpec = { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { TERM: 'dumb', PS1: 'ps1> ' }, rows: 24, cols: 80, graceMs: 500 }
 
+describe('a worker that stops answering mid-command (frozen: its engine hangs, its tasks run on)', () => {
+  it('ends the world\'s streams with SwarmNodeLostError within the keepalive bound, though no socket closed', async () => {
+    const world = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ user: 'agent', placement: onNode('dsh-swarm-3') }), workspaceRoot: '/tmp' })
+    const runtime = world.runtime as SwarmSubprocessRuntime
+    const swarm = runtime.swarm!
+    try {
+      const terminal = await runtime.spawnTerminal(BASH)
+      let output = ''
+      terminal.output.on('data', (chunk: Buffer) => { output += chunk.toString() })
+      await terminal.write('sleep 600; echo after-sleep\r')
+      await waitFor(() => output, text => text.includes('sleep 600; echo after-sleep'), 10_000)
+      const done = terminal.done.then(() => undefined, (error: unknown) => error)
+      await swarmScript('freeze', '3')
+      try {
+        const bound = DEFAULT_KEEPALIVE.intervalMs * (DEFAULT_KEEPALIVE.countMax + 1)
+        const lost = await hangGuard(swarm.watch.lost, bound * 3, 'the node\'s keepalive')
+        expect(lost.code).toBe('SWARM_NODE_LOST')
+        expect(lost.message).toContain(`node dsh-swarm-3 (${swarm.task.nodeId.slice(0, 12)}) was lost: its engine unix:///run/dsh-swarm/3.sock did not answer for ${bound} ms`)
+        // Its terminal's streams ended with that error (the engine never closed them): `done`
+        // rejects with it, or with the Docker world's TransportError that quotes it.
+        const broken = await hangGuard(done, 10_000, 'the terminal\'s done') as TransportError
+        expect(broken).toBeInstanceOf(TransportError)
+        expect(broken.message.endsWith(lost.message), broken.message).toBe(true)
+        await expect(runtime.spawnTerminal(BASH)).rejects.toBe(lost)
+      } finally {
+        await swarmScript('thaw', '3')
+      }
+    } finally {
+      // The node answers again: the service goes, and the node removes its container (afterAll checks).
+      await runtime.dispose().catch(() => undefined)
+      await world.dispose()
+    }
+  }, 120_000)
+})
+
 describe('a worker killed mid-command', () => {
   it('gives the typed errors within the keepalive bound, and the next world opens on another node', async () => {
     const lostWorld = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ user: 'agent', placement: onNode('dsh-swarm-3') }), workspaceRoot: '/tmp' })
