@@ -1,11 +1,14 @@
 /**
- * The keepalive of a world's node: its engine is asked `GET /_ping` every interval, each
- * answer awaited at most one interval; after `countMax + 1` unanswered in a row the node is
- * lost (a dead peer is known within interval x (countMax + 1), as the SSH world's ssh2 keepalive
- * does it). Then every request and stream on the node's connection ends with
+ * The keepalive of a world's node: its engine is asked `GET /_ping` every interval (one ask in
+ * flight at a time, each awaited up to the whole bound); when no answer has come for interval x
+ * (countMax + 1) the node is lost (a dead peer is known within that bound, as the SSH world's
+ * ssh2 keepalive does it). Then every request and stream on the node's connection ends with
  * {@link SwarmNodeLostError} (endpoints.ts `fail`), so nothing waits on a peer that will never
  * answer, and the Docker world's handles reject as they do when a container dies.
- * @module dsh-remote-worlds/providers/swarm/node-watch
+ *
+ * Silence is judged only on a tick that came on time: when this process's event loop was stalled
+ * (a tick more than two intervals after the last), an answer may be waiting unread behind the
+ * timer (Node runs timers before I/O), so that tick only asks again.
  */
 import type { EngineConnection } from './endpoints.ts'
 import { SwarmNodeLostError } from './errors.ts'
@@ -25,8 +28,9 @@ export class NodeWatch {
   readonly lost: Promise<SwarmNodeLostError>
   private settle!: (error: SwarmNodeLostError) => void
   private timer: NodeJS.Timeout | undefined
-  private misses = 0
-  private probing = false
+  private lastAnswer = Date.now()
+  private lastTick = Date.now()
+  private asking = false
   private stopped = false
 
   /**
@@ -35,23 +39,29 @@ export class NodeWatch {
    */
   constructor(private readonly connection: EngineConnection, private readonly nodeId: string, private readonly where: string, private readonly settings: KeepaliveSettings = DEFAULT_KEEPALIVE) {
     this.lost = new Promise(resolve => { this.settle = resolve })
-    this.timer = setInterval(() => { void this.probe() }, settings.intervalMs)
+    this.timer = setInterval(() => this.tick(), settings.intervalMs)
     this.timer.unref()
   }
 
-  private async probe(): Promise<void> {
-    if (this.probing || this.stopped) return
-    this.probing = true
-    try {
-      const answered = await this.connection.answers(this.settings.intervalMs)
-      if (this.stopped) return
-      this.misses = answered ? 0 : this.misses + 1
-      if (this.misses > this.settings.countMax) {
-        const bound = this.settings.intervalMs * (this.settings.countMax + 1)
-        this.declare(new SwarmNodeLostError(`${this.where} was lost: its engine ${this.connection.host} did not answer for ${bound} ms (keepalive ${this.settings.intervalMs} ms x ${this.settings.countMax + 1}); the world's task, its terminals and processes are gone with it: open a new world (the swarm places it on a node that answers)`, this.nodeId))
-      }
-    } finally {
-      this.probing = false
+  /** The bound of silence after which the node is lost (ms). */
+  get boundMs(): number {
+    return this.settings.intervalMs * (this.settings.countMax + 1)
+  }
+
+  private tick(): void {
+    if (this.stopped) return
+    const now = Date.now()
+    const onTime = now - this.lastTick <= 2 * this.settings.intervalMs
+    this.lastTick = now
+    if (!this.asking) {
+      this.asking = true
+      void this.connection.answers(this.boundMs).then(answered => {
+        this.asking = false
+        if (answered) this.lastAnswer = Date.now()
+      })
+    }
+    if (onTime && now - this.lastAnswer > this.boundMs) {
+      this.declare(new SwarmNodeLostError(`${this.where} was lost: its engine ${this.connection.host} did not answer for ${this.boundMs} ms (keepalive ${this.settings.intervalMs} ms x ${this.settings.countMax + 1}); the world's task, its terminals and processes are gone with it: open a new world (the swarm places it on a node that answers)`, this.nodeId))
     }
   }
 

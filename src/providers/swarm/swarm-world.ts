@@ -30,8 +30,12 @@ import { type SwarmPlacement, type SwarmReservations, serviceSpec } from './serv
 import { type TaskFacts, readTaskFacts } from './task-facts.ts'
 import { type RunningTask, type SwarmNodeInfo, waitForTask } from './task.ts'
 
-/** How long a reachability check of a node's engine may take at open (ms). */
-const REACH_BOUND_MS = 2_000
+/**
+ * How long a reachability check of a node's engine may take at open (ms): the keepalive's bound
+ * (node-watch.ts), past which a world there would be declared lost anyway. A unix socket with no
+ * engine behind it refuses at once.
+ */
+const REACH_BOUND_MS = DEFAULT_KEEPALIVE.intervalMs * (DEFAULT_KEEPALIVE.countMax + 1)
 
 /** How long teardown waits for the node's engine to forget the container (ms). */
 const GONE_BOUND_MS = 30_000
