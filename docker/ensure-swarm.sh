@@ -63,15 +63,8 @@ node() { local n=$1; shift; docker -H "$(sock "$n")" "$@"; }
 answers() { timeout 5 docker -H "$(sock "$1")" version >/dev/null 2>&1; }
 swarm_state() { node "$1" info --format '{{.Swarm.LocalNodeState}}' 2>/dev/null || echo unknown; }
 
-apt_install() {
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    log "missing: $* (install them, or run as root on Debian)"; return 1
-  fi
-  if [ ! -f "$STATE/apt-updated" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && touch "$STATE/apt-updated"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
-}
+# shellcheck source=docker/apt-install.sh
+. "$HERE/apt-install.sh"
 
 # Pids of node N's engine, its containerd and shims (their command lines name its exec root or
 # socket), and with `tasks`, of every process of its containers too (cgroup parent dsh-swarm-N).

@@ -17,7 +17,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
-import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
+import { type BuiltProfile, buildProfile, worldLayer } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
 import { LIFELINE_COMMAND } from '../../src/providers/docker/docker-world.ts'
 
@@ -26,20 +26,11 @@ const workspace = join(tmp, 'workspace')
 
 /** The user's patch file: replace nothing, insert the stack (an empty profile root). */
 function patchFile(): string {
-  return `# A DSH profile layer mounting a persistent shell in a Docker world.
-- insert:
-    - id: session
-      name: '@deepseek-ai/dsh-session'
-    - id: agent
-      name: '@deepseek-ai/dsh-agent'
-    - id: terminal
-      name: '@deepseek-ai/dsh-terminal'
-    - id: sandbox-policy
-      name: '@deepseek-ai/dsh-sandbox-policy'
-      config:
-        mode: workspace-write
-        workspaceRoot: /workspace
-    - id: subprocess
+  return worldLayer({
+    comment: 'A DSH profile layer mounting a persistent shell in a Docker world.',
+    mode: 'workspace-write',
+    workspaceRoot: '/workspace',
+    world: `    - id: subprocess
       name: dsh-remote-worlds/docker
       config:
         image: ${IMAGE}
@@ -50,10 +41,8 @@ function patchFile(): string {
           replies: 'off'
           scrollback: 50
     - id: sandbox
-      name: dsh-remote-worlds/docker/sandbox
-    - id: terminal-bash
-      name: '@deepseek-ai/dsh-terminal-bash'
-`
+      name: dsh-remote-worlds/docker/sandbox`,
+  })
 }
 
 let ctx: Context | undefined

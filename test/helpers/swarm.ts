@@ -7,6 +7,8 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import Docker from 'dockerode'
+import { afterAll, beforeAll, expect } from 'vitest'
+import { waitFor } from '../docker/helpers.ts'
 import { ROOT } from './built-package.ts'
 import type { SwarmRuntimeConfig } from '../../src/providers/swarm/swarm-config.ts'
 import { SWARM_OWNER_LABEL, SWARM_SERVICE_LABEL } from '../../src/providers/swarm/service-spec.ts'
@@ -74,4 +76,25 @@ export async function swarmInventory(): Promise<SwarmInventory> {
 export function madeSince(before: SwarmInventory, now: SwarmInventory): SwarmInventory {
   const minus = (list: string[], old: string[]): string[] => list.filter(entry => !old.includes(entry))
   return { services: minus(now.services, before.services), containers: minus(now.containers, before.containers), volumes: minus(now.volumes, before.volumes) }
+}
+
+/**
+ * The cluster for one test file: brought up (or found up) before its tests; after them, nothing
+ * the file made may be left on any node. The script runs again first (a node a test killed is
+ * restarted), and what a returning node still has may take `settleMs` to go (default 0: none).
+ * @returns what existed before the file's tests (read it in a test or a later hook).
+ */
+export function useSwarmCluster(options: { settleMs?: number } = {}): () => SwarmInventory {
+  let before: SwarmInventory | undefined
+  beforeAll(async () => {
+    await swarmScript()
+    before = await swarmInventory()
+  }, 180_000)
+  afterAll(async () => {
+    await swarmScript()
+    const made = async (): Promise<SwarmInventory> => madeSince(before!, await swarmInventory())
+    const left = await waitFor(made, inventory => inventory.services.length + inventory.containers.length + inventory.volumes.length === 0, options.settleMs ?? 0, 250)
+    expect(left).toEqual({ services: [], containers: [], volumes: [] })
+  }, 180_000)
+  return () => before!
 }

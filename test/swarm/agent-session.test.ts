@@ -3,20 +3,11 @@
  * `dsh-remote-worlds run --json` CLI in a swarm world on a worker node (checks shared with the
  * Docker and SSH worlds: test/helpers/agent-session-case.ts), and nothing of it left anywhere.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { checkAgentSessionCase, runAgentSessionCase } from '../helpers/agent-session-case.ts'
-import { SWARM_CLI_FLAGS, type SwarmInventory, madeSince, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { SWARM_CLI_FLAGS, useSwarmCluster } from '../helpers/swarm.ts'
 
-let before: SwarmInventory
-
-beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
-}, 180_000)
-
-afterAll(async () => {
-  expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
-})
+useSwarmCluster()
 
 describe.each(['dsh-swarm-2', 'dsh-swarm-3'])('agent-session-basic on worker %s through dsh-remote-worlds run --swarm --json', node => {
   it('settles every step as the case expects and leaves nothing running', async () => {

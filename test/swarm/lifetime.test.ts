@@ -14,22 +14,19 @@ import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.
 import { serviceTask } from '../../src/providers/swarm/task.ts'
 import { SESSION_SCRIPT, killHard, startCli } from '../helpers/client-death-cases.ts'
 import { hangGuard, waitFor } from '../docker/helpers.ts'
-import { SWARM_CLI_FLAGS, SWARM_NODES, type SwarmInventory, madeSince, nodeEngine, onNode, swarmConfig, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { SWARM_CLI_FLAGS, SWARM_NODES, madeSince, nodeEngine, onNode, swarmConfig, swarmInventory, useSwarmCluster } from '../helpers/swarm.ts'
 
-let before: SwarmInventory
+const before = useSwarmCluster()
 let folder: string
 
 beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
   folder = mkdtempSync(join(tmpdir(), 'dsh-swarm-lifetime-'))
   // Root's, readable by all: read-only runs as the sandbox user 1000 (docker-policy.ts).
   chmodSync(folder, 0o755)
-}, 180_000)
+})
 
-afterAll(async () => {
+afterAll(() => {
   rmSync(folder, { recursive: true, force: true })
-  expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
 })
 
 describe('teardown', () => {
@@ -38,10 +35,10 @@ describe('teardown', () => {
     const swarm = (world.runtime as SwarmSubprocessRuntime).swarm!
     const shell = await world.open({ cwd: '/tmp' })
     expect((await shell.send('sleep 1000 &')).waitReason).toBe('stdin_read')
-    const made = madeSince(before, await swarmInventory())
+    const made = madeSince(before(), await swarmInventory())
     expect(made).toEqual({ services: [swarm.service.name], containers: [`dsh-swarm-3: ${swarm.task.containerId.slice(0, 12)}`], volumes: [`dsh-swarm-3: ${swarm.service.name}-tmp`] })
     await world.dispose()
-    expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
+    expect(madeSince(before(), await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
     await expect(nodeEngine(3).getContainer(swarm.task.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
   }, 60_000)
 })
@@ -50,7 +47,7 @@ describe('a client SIGKILLed mid-command', () => {
   it('leaves a task that ends by itself, and after the next client\'s reap no service, container or volume on any node', async () => {
     const tag = `97${process.pid}`
     const cli = await startCli([...SWARM_CLI_FLAGS, '--constraint', 'node.labels.dsh-remote-worlds.node==dsh-swarm-2', '--mode', 'read-only', '--workspace', folder], SESSION_SCRIPT(tag))
-    const made = madeSince(before, await swarmInventory())
+    const made = madeSince(before(), await swarmInventory())
     expect(made.services).toHaveLength(1)
     const service = made.services[0]!
     expect(made.volumes).toEqual([`dsh-swarm-2: ${service}-tmp`])
@@ -68,7 +65,7 @@ describe('a client SIGKILLed mid-command', () => {
       expect(report.leftovers.filter(leftover => leftover.service === service).map(({ service: name, why }) => ({ name, why }))).toEqual([{ name: service, why: 'its task ended (complete)' }])
       expect(report.volumes.filter(volume => volume.includes(service))).toEqual([`dsh-swarm-2: ${service}-tmp`])
       expect(report.failures).toEqual([])
-      const left = madeSince(before, await swarmInventory())
+      const left = madeSince(before(), await swarmInventory())
       // Only the next client's own world remains.
       const own = (next.runtime as SwarmSubprocessRuntime).swarm!
       expect(left).toEqual({ services: [own.service.name], containers: [`dsh-swarm-1: ${own.task.containerId.slice(0, 12)}`], volumes: [] })

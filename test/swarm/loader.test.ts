@@ -13,29 +13,20 @@ import type { Context } from '@deepseek-ai/cordis'
 import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootedTerminal } from '../helpers/booted.ts'
-import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
+import { type BuiltProfile, buildProfile, worldLayer } from '../helpers/built-package.ts'
 import { hangGuard } from '../docker/helpers.ts'
-import { SWARM_IMAGE, SWARM_MANAGER, SWARM_NODES, type SwarmInventory, madeSince, nodeEngine, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { SWARM_IMAGE, SWARM_MANAGER, SWARM_NODES, madeSince, nodeEngine, swarmInventory, useSwarmCluster } from '../helpers/swarm.ts'
 
 const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-swarm-loader-'))
 const workspace = join(tmp, 'workspace')
 
 /** The user's patch file: the stack, with the swarm world placed on dsh-swarm-3. */
 function patchFile(): string {
-  return `# A DSH profile layer mounting a persistent shell in a swarm world.
-- insert:
-    - id: session
-      name: '@deepseek-ai/dsh-session'
-    - id: agent
-      name: '@deepseek-ai/dsh-agent'
-    - id: terminal
-      name: '@deepseek-ai/dsh-terminal'
-    - id: sandbox-policy
-      name: '@deepseek-ai/dsh-sandbox-policy'
-      config:
-        mode: workspace-write
-        workspaceRoot: /workspace
-    - id: subprocess
+  return worldLayer({
+    comment: 'A DSH profile layer mounting a persistent shell in a swarm world.',
+    mode: 'workspace-write',
+    workspaceRoot: '/workspace',
+    world: `    - id: subprocess
       name: dsh-remote-worlds/swarm
       config:
         manager:
@@ -50,19 +41,15 @@ ${SWARM_NODES.slice(1).map(node => `          - host: ${node.endpoint}`).join('\
           constraints:
             - node.labels.dsh-remote-worlds.node==dsh-swarm-3
     - id: sandbox
-      name: dsh-remote-worlds/swarm/sandbox
-    - id: terminal-bash
-      name: '@deepseek-ai/dsh-terminal-bash'
-`
+      name: dsh-remote-worlds/swarm/sandbox`,
+  })
 }
 
+const before = useSwarmCluster()
 let ctx: Context | undefined
 let built: BuiltProfile
-let before: SwarmInventory
 
 beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
   built = await buildProfile(tmp)
   built.writePatch(patchFile())
   mkdirSync(workspace)
@@ -90,12 +77,12 @@ describe('the upstream loader composes our swarm world from cordis.patch.yml', (
     expect(facts).toContain('host=dsh-swarm-3 uid=1000 pwd=/workspace\n')
     expect(facts).toContain('ws-ok\n')
     expect(facts).toContain("touch: cannot touch '/etc/denied': Read-only file system")
-    expect(madeSince(before, await swarmInventory()).services).toEqual([swarm.service.name])
+    expect(madeSince(before(), await swarmInventory()).services).toEqual([swarm.service.name])
 
     await created.kill()
     await hangGuard(ctx.fiber.dispose(), 60_000, 'dispose')
     ctx = undefined
-    expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
+    expect(madeSince(before(), await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
     await expect(nodeEngine(3).getContainer(swarm.task.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
   }, 180_000)
 })

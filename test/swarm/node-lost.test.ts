@@ -6,44 +6,40 @@
  * a node that answers. The worker is restarted afterwards (the same script), so later tests have
  * three nodes, and it removes the lost world's container itself once it is back.
  */
-import type { SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { openWorld } from '../../src/backend/world.ts'
+import type { SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
+import { describe, expect, it } from 'vitest'
+import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { type CleanupFailedError, TransportError } from '../../src/providers/remote/errors.ts'
 import { SwarmCleanupUnprovenError, SwarmNodeLostError } from '../../src/providers/swarm/errors.ts'
 import { DEFAULT_KEEPALIVE } from '../../src/providers/swarm/node-watch.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
 import { hangGuard, waitFor } from '../docker/helpers.ts'
-import { type SwarmInventory, madeSince, nodeEngine, onNode, swarmConfig, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { nodeEngine, onNode, swarmConfig, swarmScript, useSwarmCluster } from '../helpers/swarm.ts'
 
-let before: SwarmInventory
-
-beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
-}, 180_000)
-
-afterAll(async () => {
-  await swarmScript()
-  // Back in the swarm, the worker removes the container of the service removed while it was gone.
-  const left = await waitFor(async () => madeSince(before, await swarmInventory()), inventory => inventory.containers.length + inventory.services.length + inventory.volumes.length === 0, 60_000, 250)
-  expect(left).toEqual({ services: [], containers: [], volumes: [] })
-}, 180_000)
+// The killed worker is restarted after the tests (the script), and back in the swarm it removes
+// the container of the service removed while it was gone.
+useSwarmCluster({ settleMs: 60_000 })
 
 const BASH: SubprocessTerminalSpawnSpec = { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { TERM: 'dumb', PS1: 'ps1> ' }, rows: 24, cols: 80, graceMs: 500 }
 
+/** A world on dsh-swarm-3 whose terminal is mid-command (`sleep 600`), and that terminal's `done` as a settled value. */
+async function midCommand(): Promise<{ world: RemoteWorld; runtime: SwarmSubprocessRuntime; terminal: SubprocessTerminalHandle; output: () => string; done: Promise<unknown> }> {
+  const world = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ user: 'agent', placement: onNode('dsh-swarm-3') }), workspaceRoot: '/tmp' })
+  const runtime = world.runtime as SwarmSubprocessRuntime
+  expect(runtime.swarm!.node.identity.name).toBe('dsh-swarm-3')
+  const terminal = await runtime.spawnTerminal(BASH)
+  let output = ''
+  terminal.output.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  await terminal.write('sleep 600; echo after-sleep\r')
+  await waitFor(() => output, text => text.includes('sleep 600; echo after-sleep'), 10_000)
+  return { world, runtime, terminal, output: () => output, done: terminal.done.then(() => undefined, (error: unknown) => error) }
+}
+
 describe('a worker that stops answering mid-command (frozen: its engine hangs, its tasks run on)', () => {
   it('ends the world\'s streams with SwarmNodeLostError within the keepalive bound, though no socket closed', async () => {
-    const world = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ user: 'agent', placement: onNode('dsh-swarm-3') }), workspaceRoot: '/tmp' })
-    const runtime = world.runtime as SwarmSubprocessRuntime
+    const { world, runtime, done } = await midCommand()
     const swarm = runtime.swarm!
     try {
-      const terminal = await runtime.spawnTerminal(BASH)
-      let output = ''
-      terminal.output.on('data', (chunk: Buffer) => { output += chunk.toString() })
-      await terminal.write('sleep 600; echo after-sleep\r')
-      await waitFor(() => output, text => text.includes('sleep 600; echo after-sleep'), 10_000)
-      const done = terminal.done.then(() => undefined, (error: unknown) => error)
       await swarmScript('freeze', '3')
       try {
         const bound = DEFAULT_KEEPALIVE.intervalMs * (DEFAULT_KEEPALIVE.countMax + 1)
@@ -69,18 +65,10 @@ describe('a worker that stops answering mid-command (frozen: its engine hangs, i
 
 describe('a worker killed mid-command', () => {
   it('gives the typed errors within the keepalive bound, and the next world opens on another node', async () => {
-    const lostWorld = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ user: 'agent', placement: onNode('dsh-swarm-3') }), workspaceRoot: '/tmp' })
+    const { world: lostWorld, runtime, terminal, output, done } = await midCommand()
     let disposed = false
     try {
-      const runtime = lostWorld.runtime as SwarmSubprocessRuntime
       const swarm = runtime.swarm!
-      expect(swarm.node.identity.name).toBe('dsh-swarm-3')
-      const terminal = await runtime.spawnTerminal(BASH)
-      let output = ''
-      terminal.output.on('data', (chunk: Buffer) => { output += chunk.toString() })
-      await terminal.write('sleep 600; echo after-sleep\r')
-      await waitFor(() => output, text => text.includes('sleep 600; echo after-sleep'), 10_000)
-      const done = terminal.done.then(() => undefined, (error: unknown) => error)
 
       await swarmScript('kill', '3')
       // The engine's sockets closed with it: the Docker world's own world-death error.
@@ -94,7 +82,7 @@ describe('a worker killed mid-command', () => {
       expect(lost.code).toBe('SWARM_NODE_LOST')
       expect(lost.nodeId).toBe(swarm.task.nodeId)
       expect(lost.message).toContain(`node dsh-swarm-3 (${swarm.task.nodeId.slice(0, 12)}) was lost: its engine unix:///run/dsh-swarm/3.sock did not answer for ${bound} ms`)
-      expect(output).not.toContain('\r\nafter-sleep\r\n')
+      expect(output()).not.toContain('\r\nafter-sleep\r\n')
       // Every later call of the lost world says so.
       await expect(runtime.spawnTerminal(BASH)).rejects.toBe(lost)
       await expect(runtime.control()).rejects.toBe(lost)

@@ -4,25 +4,16 @@
  * node (its shell says the node's hostname), and a task no node can take is refused within the
  * bound with the scheduler's own reason, its service removed.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { RemoteWorldError } from '../../src/providers/remote/errors.ts'
 import { SwarmTaskUnschedulableError } from '../../src/providers/swarm/errors.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
 import type { SwarmRuntimeConfig } from '../../src/providers/swarm/swarm-config.ts'
-import { type SwarmInventory, madeSince, onNode, swarmConfig, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { onNode, swarmConfig, useSwarmCluster } from '../helpers/swarm.ts'
 
-let before: SwarmInventory
-
-beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
-}, 180_000)
-
-afterAll(async () => {
-  // Nothing a test here made is left on any node.
-  expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
-})
+// Nothing a test here made is left on any node (checked after them).
+useSwarmCluster()
 
 /** Open a world with `config`, run `command` in a shell, close everything; the output's last line before the prompt. */
 async function runIn(config: SwarmRuntimeConfig, command: string): Promise<{ output: string; node: string }> {

@@ -11,18 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RemoteWorld, type WorldTerminal, openWorld } from '../../src/backend/world.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
 import { sandboxReportOf } from '../../src/sandbox/index.ts'
-import { type SwarmInventory, madeSince, onNode, swarmConfig, swarmInventory, swarmScript } from '../helpers/swarm.ts'
+import { onNode, swarmConfig, useSwarmCluster } from '../helpers/swarm.ts'
 
 const PIDS_LIMIT = 40
 const MEMORY_BYTES = 300 * 1024 * 1024
-let before: SwarmInventory
+useSwarmCluster()
 let folder: string
 let world: RemoteWorld
 let shell: WorldTerminal
 
 beforeAll(async () => {
-  await swarmScript()
-  before = await swarmInventory()
   folder = mkdtempSync(join(tmpdir(), 'dsh-swarm-workspace-'))
   chownSync(folder, 1000, 1000)
   world = await openWorld({
@@ -38,7 +36,6 @@ afterAll(async () => {
   await shell?.close()
   await world?.dispose()
   rmSync(folder, { recursive: true, force: true })
-  expect(madeSince(before, await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
 })
 
 /**

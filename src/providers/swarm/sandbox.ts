@@ -17,7 +17,7 @@ import type { ConfinedSandboxMode } from '@deepseek-ai/dsh-sandbox'
 import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type Docker from 'dockerode'
 import { InvalidArgumentError } from '../remote/errors.ts'
-import { announceSandbox, type SandboxCompanion } from '../../sandbox/companion.ts'
+import { provideSandbox, type SandboxCompanion } from '../../sandbox/companion.ts'
 import type { DockerModeAssessment } from '../../sandbox/docker-inspect.ts'
 import { DockerSandboxProvider, type DockerSandboxProviderConfig } from '../../sandbox/docker-provider.ts'
 import type { WorldSandboxReport } from '../../sandbox/report.ts'
@@ -104,7 +104,7 @@ export async function applySwarmSandbox(ctx: Context): Promise<SwarmSandboxProvi
   const task = runtime.taskFacts!
   const control = await world.control(runtime.execUser)
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
-  await ctx.plugin(SwarmSandboxProvider, {
+  return provideSandbox(ctx, SwarmSandboxProvider, {
     info: judgedInspect(world.inspectInfo, task),
     execUid: control.info.uid,
     where: runtime.describe!(),
@@ -117,10 +117,6 @@ export async function applySwarmSandbox(ctx: Context): Promise<SwarmSandboxProvi
       fix: 'Run the swarm\'s node engines with --no-new-privileges and --bridge=none (docs/swarm.md), so a task proves both',
     },
   })
-  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
-  const provider = ctx.get('sandbox') as unknown as SwarmSandboxProvider
-  announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
-  return provider
 }
 
 /** Companion of SwarmSubprocessRuntime: hand the policy to the runtime config, then provide `ctx.sandbox`. */

@@ -5,6 +5,7 @@
 import { z } from 'zod'
 import { TerminalEmulatorSettings } from '../../emulator/settings.ts'
 import { LocaleSettingSchema } from '../remote/environment.ts'
+import { LimitsSetting, PolicySetting, WorkspaceSourceSetting } from '../docker/docker-config.ts'
 
 const positiveInt = z.number().int().positive()
 
@@ -42,14 +43,11 @@ export const SwarmRuntimeConfig = z.object({
   /** Reply bound of each control-channel request, in ms (default 10 000). */
   controlTimeoutMs: positiveInt.optional(),
   /** The sandbox policy the service is created from (sandbox/docker-policy.ts, as a managed container's); openWorld sets it. */
-  policy: z.object({
-    mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
-    workspaceRoot: z.string().startsWith('/'),
-  }).strict().optional(),
+  policy: PolicySetting.optional(),
   /** The workspace source mounted at `policy.workspaceRoot`: a folder on the node (bind) or a named volume there. */
-  workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
+  workspace: WorkspaceSourceSetting.optional(),
   /** Resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
-  limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
+  limits: LimitsSetting.optional(),
   /** What a node must have free to take the task (the scheduler's Reservations). */
   reservations: z.object({ nanoCpus: positiveInt, memoryBytes: positiveInt }).partial().strict().optional(),
   /** Placement: constraints (`node.labels.zone==a`) and spread preferences (`spread=node.labels.zone`). */

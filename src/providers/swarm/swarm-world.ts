@@ -26,7 +26,7 @@ import type { EngineConnection, EngineIdentity } from './endpoints.ts'
 import { SwarmCleanupUnprovenError, SwarmNodeUnreachableError, SwarmNotManagerError } from './errors.ts'
 import { holdLifeline } from './lifeline.ts'
 import { DEFAULT_KEEPALIVE, type KeepaliveSettings, NodeWatch } from './node-watch.ts'
-import { type SwarmPlacement, type SwarmReservations, serviceSpec } from './service-spec.ts'
+import { type SwarmServiceRequest, serviceSpec } from './service-spec.ts'
 import { type TaskFacts, readTaskFacts } from './task-facts.ts'
 import { type RunningTask, type SwarmNodeInfo, waitForTask } from './task.ts'
 
@@ -40,21 +40,12 @@ const REACH_BOUND_MS = DEFAULT_KEEPALIVE.intervalMs * (DEFAULT_KEEPALIVE.countMa
 /** How long teardown waits for the node's engine to forget the container (ms). */
 const GONE_BOUND_MS = 30_000
 
-/** Options of {@link SwarmWorld.open}. */
-export interface SwarmWorldOptions {
+/** Options of {@link SwarmWorld.open}: the service's (service-spec.ts; its name is made here) and the world's. */
+export interface SwarmWorldOptions extends Omit<SwarmServiceRequest, 'name'> {
   /** The manager's connection (services and tasks are asked there). */
   manager: EngineConnection
   /** Every configured node engine (the manager's may be among them). */
   nodes: readonly EngineConnection[]
-  /** The image, by ID. */
-  image: string
-  /** The owning client's id (remote/ownership.ts): labels the service. */
-  owner: string
-  /** Container-create options of the policy (sandbox/docker-policy.ts), or `{}`. */
-  create: Docker.ContainerCreateOptions
-  reservations?: SwarmReservations | undefined
-  placement?: SwarmPlacement | undefined
-  network?: 'none' | 'host' | undefined
   /** The exec user of the world (the facts are read as it). */
   execUser: string | undefined
   /** How long the task may take to be placed and start (ms). */
