@@ -9,15 +9,13 @@
  * node_modules. A terminal opened through the composed tree runs in the managed container
  * (its hostname, its pid namespace), and disposing the tree removes the container.
  */
-import { chownSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
+import { mkdtempSync, readlinkSync, realpathSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Context } from '@deepseek-ai/cordis'
-import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
-import { type BuiltProfile, buildProfile, worldLayer } from '../helpers/built-package.ts'
+import { describe, expect, it } from 'vitest'
+import { bootedManagedWorld, bootedTerminal, useLoaderProfile } from '../helpers/booted.ts'
+import { worldLayer } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
 import { LIFELINE_COMMAND } from '../../src/providers/docker/docker-world.ts'
 
@@ -45,29 +43,14 @@ function patchFile(): string {
   })
 }
 
-let ctx: Context | undefined
-let built: BuiltProfile
-
-beforeAll(async () => {
-  built = await buildProfile(tmp)
-  built.writePatch(patchFile())
-  mkdirSync(workspace)
-  chownSync(workspace, 1000, 1000)
-  process.env.DSH_HOME = join(tmp, 'dsh-home')
-}, 120_000)
-
-afterAll(async () => {
-  await ctx?.fiber.dispose().catch(() => undefined)
-  rmSync(tmp, { recursive: true, force: true })
-})
+const profile = useLoaderProfile(tmp, patchFile)
 
 describe('the upstream loader composes our Docker world from cordis.patch.yml', () => {
   it('opens a terminal in the managed container, confined by the policy, and disposal removes the container', async () => {
     // The names resolve to the built package in the profile's node_modules, as for a user.
-    const { profile, pkg } = built
-    expect(realpathSync(createRequire(join(profile, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
-    const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
-    ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
+    const { profile: root, pkg } = profile.built()
+    expect(realpathSync(createRequire(join(root, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
+    const ctx = await profile.boot()
     const world = await bootedManagedWorld(ctx)
     const info = world.info
     expect(info.HostConfig.ReadonlyRootfs).toBe(true)
@@ -94,7 +77,7 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
 
     await created.kill()
     await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
-    ctx = undefined
+    profile.disposed()
     const gone = await docker.getContainer(world.containerId).inspect().then(() => 'present', (error: { statusCode?: number }) => error.statusCode)
     expect(gone).toBe(404)
   }, 120_000)

@@ -6,14 +6,12 @@
  * user. A terminal opened through the tree runs in the task on the node the placement names,
  * confined by the policy; disposing the tree removes the service and its container.
  */
-import { chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Context } from '@deepseek-ai/cordis'
-import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { bootedTerminal } from '../helpers/booted.ts'
-import { type BuiltProfile, buildProfile, worldLayer } from '../helpers/built-package.ts'
+import { describe, expect, it } from 'vitest'
+import { bootedTerminal, useLoaderProfile } from '../helpers/booted.ts'
+import { worldLayer } from '../helpers/built-package.ts'
 import { hangGuard } from '../docker/helpers.ts'
 import { SWARM_IMAGE, SWARM_MANAGER, SWARM_NODES, madeSince, nodeEngine, swarmInventory, useSwarmCluster } from '../helpers/swarm.ts'
 
@@ -46,27 +44,11 @@ ${SWARM_NODES.slice(1).map(node => `          - host: ${node.endpoint}`).join('\
 }
 
 const before = useSwarmCluster()
-let ctx: Context | undefined
-let built: BuiltProfile
-
-beforeAll(async () => {
-  built = await buildProfile(tmp)
-  built.writePatch(patchFile())
-  mkdirSync(workspace)
-  chownSync(workspace, 1000, 1000)
-  process.env.DSH_HOME = join(tmp, 'dsh-home')
-}, 240_000)
-
-afterAll(async () => {
-  await ctx?.fiber.dispose().catch(() => undefined)
-  rmSync(tmp, { recursive: true, force: true })
-})
+const profile = useLoaderProfile(tmp, patchFile)
 
 describe('the upstream loader composes our swarm world from cordis.patch.yml', () => {
   it('opens a terminal in the task on the node asked for, confined by the policy, and disposal removes the service and its container', async () => {
-    const { profile } = built
-    const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
-    ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
+    const ctx = await profile.boot()
     // The built package's runtime (another module instance than src/'s): read by shape.
     const runtime = ctx.get('subprocess') as unknown as { constructor: { name: string }; swarm?: { service: { name: string }; task: { containerId: string }; node: { identity: { name: string } } } }
     expect(runtime.constructor.name).toBe('SwarmSubprocessRuntime')
@@ -81,7 +63,7 @@ describe('the upstream loader composes our swarm world from cordis.patch.yml', (
 
     await created.kill()
     await hangGuard(ctx.fiber.dispose(), 60_000, 'dispose')
-    ctx = undefined
+    profile.disposed()
     expect(madeSince(before(), await swarmInventory())).toEqual({ services: [], containers: [], volumes: [] })
     await expect(nodeEngine(3).getContainer(swarm.task.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
   }, 180_000)
