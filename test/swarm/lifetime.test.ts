@@ -11,10 +11,15 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
-import { serviceTask } from '../../src/providers/swarm/task.ts'
+import { EngineConnection } from '../../src/providers/swarm/endpoints.ts'
+import { reapSwarmWorlds } from '../../src/providers/swarm/reap.ts'
+import { serviceSpec } from '../../src/providers/swarm/service-spec.ts'
+import { mapNodes } from '../../src/providers/swarm/swarm-world.ts'
+import { serviceTask, waitForTask } from '../../src/providers/swarm/task.ts'
+import { newClientId } from '../../src/providers/remote/ownership.ts'
 import { SESSION_SCRIPT, killHard, startCli } from '../helpers/client-death-cases.ts'
 import { hangGuard, waitFor } from '../docker/helpers.ts'
-import { SWARM_CLI_FLAGS, SWARM_NODES, madeSince, nodeEngine, onNode, swarmConfig, swarmInventory, useSwarmCluster } from '../helpers/swarm.ts'
+import { SWARM_CLI_FLAGS, SWARM_IMAGE, SWARM_MANAGER, SWARM_NODES, madeSince, nodeEngine, onNode, swarmConfig, swarmInventory, useSwarmCluster } from '../helpers/swarm.ts'
 
 const before = useSwarmCluster()
 let folder: string
@@ -77,4 +82,32 @@ describe('a client SIGKILLed mid-command', () => {
       expect(sleeps, node.name).toEqual([])
     }
   }, 120_000)
+})
+
+describe('the reaper judges a running task by its lifeline exec, which only the engine can show', () => {
+  it('removes a labelled service whose task runs with no lifeline (its client died before holding one), and leaves a held world alone', async () => {
+    const held = await openWorld({ runtime: SwarmSubprocessRuntime as never, runtimeConfig: swarmConfig({ placement: onNode('dsh-swarm-2') }), workspaceRoot: '/tmp' })
+    try {
+      const heldService = (held.runtime as SwarmSubprocessRuntime).swarm!.service.name
+      // A client that created its world's service and died before it held the lifeline.
+      const manager = new EngineConnection({ host: SWARM_MANAGER })
+      const image = (await nodeEngine(1).getImage(SWARM_IMAGE).inspect()).Id
+      const name = `dsh-world-${newClientId().slice(0, 12)}`
+      const { spec } = serviceSpec({ name, image, owner: newClientId(), create: {}, placement: onNode('dsh-swarm-3') })
+      const id = ((await manager.docker.createService(spec)) as unknown as { id: string }).id
+      const task = await waitForTask(manager.docker, id, 30_000, name)
+      // Judged at once (deadline 0): only the engine's exec list tells the two apart.
+      const nodes = await mapNodes(SWARM_NODES.map(node => new EngineConnection({ host: node.endpoint })))
+      const report = await reapSwarmWorlds(manager, nodes, { lifelineDeadlineMs: 0 })
+      expect(report.leftovers.map(({ service, why }) => ({ service, why })).filter(entry => entry.service === name || entry.service === heldService)).toEqual([{ service: name, why: 'no client holds its lifeline (the exec ended with its client)' }])
+      expect(report.failures).toEqual([])
+      await expect(nodeEngine(3).getContainer(task.containerId).inspect()).rejects.toMatchObject({ statusCode: 404 })
+      // The held world goes on.
+      const shell = await held.open({ cwd: '/tmp' })
+      expect((await shell.send('echo still-here')).viewport).toBe('echo still-here\nstill-here\ndsh> ')
+      await shell.close()
+    } finally {
+      await held.dispose()
+    }
+  }, 90_000)
 })

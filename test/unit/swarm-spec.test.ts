@@ -33,6 +33,7 @@ describe('serviceSpec', () => {
           Command: [...LIFELINE_ENTRYPOINT],
           Args: [],
           Hostname: '{{.Node.Hostname}}',
+          StopGracePeriod: 1_000_000_000,
           User: '1000:1000',
           ReadOnly: true,
           Init: true,

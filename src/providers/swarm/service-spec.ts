@@ -18,8 +18,9 @@
  *
  * Anything else in the create options is refused (InvalidArgumentError naming the field): nothing
  * the policy asked for is dropped without a word. The service has one replica, restart policy
- * `none`, the node's hostname as the container's (`{{.Node.Hostname}}`), the lifeline as its
- * entrypoint (lifeline.ts), and the reservations, placement constraints and preferences given.
+ * `none`, the node's hostname as the container's (`{{.Node.Hostname}}`), a stop grace of 1 s
+ * ({@link STOP_GRACE_NS}), the lifeline as its entrypoint (lifeline.ts), and the reservations,
+ * placement constraints and preferences given.
  * @module dsh-remote-worlds/providers/swarm/service-spec
  */
 import type Docker from 'dockerode'
@@ -71,6 +72,15 @@ export interface SwarmServicePlan {
   /** The scratch tmpfs volumes (their names and mount targets), removed with the world. */
   scratch: { name: string; target: string }[]
 }
+
+/**
+ * How long the task's processes get between the engine's SIGTERM and SIGKILL when the swarm
+ * stops it (ns; a service removed while its lifeline is held, or by the reaper): 1 s, not the
+ * engine's 10 s. The world's own teardown ended its sessions before; a pid 1 still blocked in
+ * opening its lifeline FIFO (a client that died before holding it) was measured to wait out the
+ * whole 10 s.
+ */
+export const STOP_GRACE_NS = 1_000_000_000
 
 /** HostConfig fields {@link serviceSpec} translates (see the module table). */
 const TRANSLATED = new Set(['ReadonlyRootfs', 'CapDrop', 'CapAdd', 'Init', 'Mounts', 'Tmpfs', 'PidsLimit', 'Memory', 'MemorySwap', 'NanoCpus', 'SecurityOpt', 'NetworkMode'])
@@ -132,6 +142,7 @@ export function serviceSpec(request: SwarmServiceRequest): SwarmServicePlan {
     Command: [...LIFELINE_ENTRYPOINT],
     Args: [],
     Hostname: '{{.Node.Hostname}}',
+    StopGracePeriod: STOP_GRACE_NS,
     ...(request.create.User !== undefined ? { User: request.create.User } : {}),
     ...(host.ReadonlyRootfs !== undefined ? { ReadOnly: host.ReadonlyRootfs } : {}),
     ...(host.Init !== undefined && host.Init !== null ? { Init: host.Init } : {}),
