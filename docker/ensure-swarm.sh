@@ -12,6 +12,8 @@
 #                                          and shims; its tasks' processes run on): a partition
 #   bash docker/ensure-swarm.sh thaw N     node N answers again (SIGCONT)
 #   bash docker/ensure-swarm.sh stop       stop the three engines (SIGTERM); their state stays
+#   bash docker/ensure-swarm.sh reset      stop them and remove their state, mounts and bridges: the
+#                                          next run builds the cluster from nothing
 #
 # Node N (1 manager, 2 and 3 workers):
 #  - dockerd with its own --data-root /var/lib/dsh-remote-worlds-swarm/N, --exec-root
@@ -105,6 +107,17 @@ stop_nodes() {
     for _ in $(seq 1 100); do [ -e "$RUN/$n.pid" ] && kill -0 "$(cat "$RUN/$n.pid" 2>/dev/null)" 2>/dev/null || break; sleep 0.2; done
   done
   log "node engines stopped"
+}
+
+# Everything the nodes left on this machine: their mounts (a killed engine leaves its data
+# root's bind and its containers' overlays), data and run folders, and their docker_gwbridge links.
+reset_nodes() {
+  local n mount
+  stop_nodes
+  awk -v data="$DATA/" -v run="$RUN/" 'index($2, data) == 1 || index($2, run) == 1 { print $2 }' /proc/mounts | sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
+  rm -rf "$DATA" "$RUN"
+  for n in "${NODES[@]}"; do if ip link show "dsh-gw$n" >/dev/null 2>&1; then ip link del "dsh-gw$n"; fi; done
+  log "node engines reset: the next run builds the cluster from nothing"
 }
 
 # docker0 renamed aside while node engines start (see the header), and back afterwards.
@@ -236,6 +249,7 @@ case "${1:-up}" in
   freeze) signal_node "${2:?node number}" STOP; log "node $2 ($(name "$2")) frozen" ;;
   thaw) signal_node "${2:?node number}" CONT; log "node $2 ($(name "$2")) thawed" ;;
   stop) stop_nodes ;;
+  reset) reset_nodes ;;
   up)
     [ "$(id -u)" = 0 ] || { log "three more Docker engines need root to start"; exit 1; }
     bash "$HERE/ensure-world.sh"
@@ -243,5 +257,5 @@ case "${1:-up}" in
     ensure_swarm
     ensure_images
     ;;
-  *) log "usage: ensure-swarm.sh [up | kill N | freeze N | thaw N | stop]"; exit 2 ;;
+  *) log "usage: ensure-swarm.sh [up | kill N | freeze N | thaw N | stop | reset]"; exit 2 ;;
 esac
