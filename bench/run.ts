@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -23,9 +23,10 @@ import { PROBE_METRICS, inspectRuns } from './rows/probe.ts'
 import { PWSH_METRICS, pwshRuns } from './rows/pwsh.ts'
 import { SCALE_METRICS, SCALE_TERMINALS, type ScaleRecord, scaleRuns } from './rows/scale.ts'
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
+import { SWARM_METRICS, swarmRuns } from './rows/swarm.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
 import { type SampleTable, sampleTable } from './timing.ts'
-import { DEFAULT_COMPOSITION, DEFAULT_TUNING, WORLD_NAMES, type WorldEntry, type WorldName, benchWorlds, cleanupAll } from './worlds.ts'
+import { DEFAULT_COMPOSITION, DEFAULT_TUNING, IMAGE, WORLD_NAMES, type WorldEntry, type WorldName, benchWorlds, cleanupAll } from './worlds.ts'
 
 const { values: args } = parseArgs({
   options: {
@@ -44,6 +45,8 @@ const { values: args } = parseArgs({
     fs: { type: 'boolean', default: true },
     // Only the filesystem family (and the raw transport rows it is compared with), in each selected world.
     'fs-only': { type: 'boolean', default: false },
+    // The swarm family (the docker world's engine family: a three-node swarm on this machine): on unless --no-swarm.
+    swarm: { type: 'boolean', default: true },
   },
   allowPositionals: false,
   allowNegative: true,
@@ -86,6 +89,8 @@ interface Sections {
   fs: boolean
   /** Only the fs family and the raw transport rows (no terminal, probe, spawn, scale, emulator, pwsh, memory rows). */
   fsOnly: boolean
+  /** The swarm family (bench/rows/swarm.ts), with the docker world's rows. */
+  swarm: boolean
 }
 
 /**
@@ -96,7 +101,7 @@ interface Sections {
  * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
@@ -127,6 +132,10 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
           console.error(`[bench] ${entry.world}: flood-cancel row done`)
         }
         if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
+        if (sections.swarm && entry.world === 'docker') {
+          for (const [metric, swarm] of await swarmRuns(IMAGE, DEFAULT_TUNING, runs)) samples.set(metric, swarm)
+          console.error(`[bench] ${entry.world}: swarm rows done`)
+        }
       }
       if (started.rawTransport !== undefined) for (const [metric, raw] of await started.rawTransport(runs)) samples.set(metric, raw)
       if (sections.fs) {
@@ -172,7 +181,7 @@ async function main(): Promise<void> {
   const scale: ScaleRecord[] = []
   const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'] })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)

@@ -38,15 +38,8 @@ log() { printf '[ensure-world] %s\n' "$*" >&2; }
 
 engine_answers() { timeout 5 docker info >/dev/null 2>&1; }
 
-apt_install() {
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    log "missing: $* (install them, or run as root on Debian)"; return 1
-  fi
-  if [ ! -f "$STATE/apt-updated" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 && touch "$STATE/apt-updated"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
-}
+# shellcheck source=docker/apt-install.sh
+. "$HERE/apt-install.sh"
 
 ensure_engine() {
   if engine_answers; then return 0; fi

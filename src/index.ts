@@ -1,5 +1,5 @@
 /**
- * dsh-remote-worlds: DSH's subprocess seam for remote worlds (Docker containers, SSH hosts).
+ * dsh-remote-worlds: DSH's subprocess seam for remote worlds (Docker containers, swarm services, SSH hosts).
  * @module dsh-remote-worlds
  */
 // First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
@@ -7,6 +7,8 @@ import './node-version.ts'
 export { DockerSubprocessRuntime, DockerRuntimeConfig } from './providers/docker/docker-runtime.ts'
 export { DockerWorld, MANAGED_LABEL } from './providers/docker/docker-world.ts'
 export { SshSubprocessRuntime, SshRuntimeConfig } from './providers/ssh/ssh-runtime.ts'
+export { SwarmSubprocessRuntime, SwarmRuntimeConfig } from './providers/swarm/swarm-runtime.ts'
+export { SwarmCleanupUnprovenError, SwarmNodeLostError, SwarmNodeUnreachableError, SwarmNotManagerError, SwarmTaskFailedError, SwarmTaskUnschedulableError } from './providers/swarm/errors.ts'
 export { ControlChannel } from './providers/remote/control-channel.ts'
 export type { ControlInfo, ControlTransport, ForegroundFacts, ProcessIdentity, RemoteProcess } from './providers/remote/control-channel.ts'
 export * from './providers/remote/errors.ts'

@@ -8,6 +8,7 @@ import type { SubprocessTerminalHandle } from '@deepseek-ai/dsh-subprocess'
 import type { RemoteWorld } from '../backend/world.ts'
 import type { TerminalEmulatorSettings } from '../emulator/settings.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
+import { SwarmSubprocessRuntime } from '../providers/swarm/swarm-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
 import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
@@ -226,6 +227,9 @@ export interface LeftoverReport {
   sessions: { client: string; processes: { pid: number; starttime: number; tag: string }[] }[]
   /** Managed containers of gone clients the engine did not remove (Docker engines only). */
   containers: { id: string; state: string; image: string }[]
+  /** Swarm worlds nobody holds (swarm worlds only; providers/swarm/reap.ts), with why, and their scratch volumes. */
+  services?: { service: string; owner: string; why: string }[] | undefined
+  volumes?: string[] | undefined
   /** True when they were ended (`--reap`). */
   reaped: boolean
   /** With `--reap`: every process the ladder ended (the tagged ones, and what shared their sessions). */
@@ -237,7 +241,9 @@ export interface LeftoverReport {
 /**
  * Find what clients that died left in this world: tagged sessions of clients whose every
  * control program is gone (providers/remote/ownership.ts), and, on a Docker engine, managed
- * containers nobody holds. With `reap`, end them (teardown ladder; containers removed).
+ * containers nobody holds; in a swarm, services nobody holds and their scratch volumes
+ * (providers/swarm/reap.ts). With `reap`, end them (teardown ladder; containers, services and
+ * volumes removed).
  * @throws CleanupFailedError naming survivors of a reap; the engine and channel errors.
  */
 export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean }): Promise<LeftoverReport> {
@@ -254,7 +260,14 @@ export async function scanLeftovers(world: RemoteWorld, options: { reap: boolean
     if (options.reap) await Promise.all(found.map(info => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)))
     containers = found.map(info => ({ id: info.Id.slice(0, 12), state: info.State, image: info.Image }))
   }
+  let swarm: Pick<LeftoverReport, 'services' | 'volumes'> = {}
+  if (world.runtime instanceof SwarmSubprocessRuntime) {
+    const found = await world.runtime.reapSwarm({ dryRun: !options.reap })
+    gaps.push(...found.unjudged, ...found.failures)
+    swarm = { services: found.leftovers.map(({ service, owner, why }) => ({ service, owner, why })), volumes: found.volumes }
+  }
   return {
+    ...swarm,
     sessions: report.orphans.filter(orphan => orphan.processes.length > 0).map(orphan => ({ client: orphan.client, processes: orphan.processes.map(({ pid, starttime, tag }) => ({ pid, starttime, tag })) })),
     containers,
     reaped: options.reap,
@@ -279,6 +292,8 @@ export function formatLeftovers(report: LeftoverReport): string[] {
     ...report.sessions.map(session => `sessions of gone client ${session.client} ${verb}: pids ${session.processes.map(process => process.pid).join(', ')}`),
     ...(report.reaped && report.ended.length > 0 ? [`ended ${report.ended.length} processes in all (with the members of those sessions): pids ${report.ended.join(', ')}`] : []),
     ...report.containers.map(container => `managed container ${container.id} (${container.state}, ${container.image}) of a gone client ${report.reaped ? 'removed' : 'left (remove it with doctor --reap)'}`),
+    ...(report.services ?? []).map(service => `swarm service ${service.service} of gone client ${service.owner} (${service.why}) ${report.reaped ? 'removed' : 'left (remove it with doctor --reap)'}`),
+    ...(report.volumes ?? []).map(volume => `scratch volume ${volume} of a gone swarm world ${report.reaped ? 'removed' : 'left (remove it with doctor --reap)'}`),
     ...report.gaps,
   ]
   return lines.length === 0 ? ['nothing left by gone clients (of this uid: other users\' clients are seen with --user)'] : lines

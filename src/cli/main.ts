@@ -7,7 +7,8 @@
  *   doctor                 what this world can prove, and why not where it cannot
  * Targets: --docker CONTAINER | --image IMAGE (default: the project image, managed) |
  *   --devcontainer [FOLDER] (with --config FILE, --start) | --ssh [user@]host[:port] (with --identity FILE,
- *   --known-hosts FILE); --user; --cwd.
+ *   --known-hosts FILE) | --swarm ENDPOINT (with --swarm-node, --constraint, --placement-pref,
+ *   --reserve-memory, --reserve-cpus, --tls-certs; --image names its image); --user; --cwd.
  * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
  * @module dsh-remote-worlds/cli/main
  */
@@ -26,6 +27,12 @@ import { interactiveShell } from './shell.ts'
 import { describeError, installSignalTeardown, withWorld } from './lifecycle.ts'
 import { type TargetFlags, controlledRuntime, resolveTarget } from './target.ts'
 import type { RemoteWorld } from '../backend/world.ts'
+import { SwarmSubprocessRuntime } from '../providers/swarm/swarm-runtime.ts'
+
+/** Commander's collector of a repeatable option. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...previous ?? [], value]
+}
 
 function targetOptions(command: Command): Command {
   return command
@@ -37,6 +44,13 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--ssh <target>', 'run on a host over SSH: [user@]host[:port] or a Host alias of ~/.ssh/config'))
     .addOption(new Option('--identity <file>', 'SSH private key file (as ssh -i; default: ~/.ssh/config IdentityFile, ~/.ssh/id_*, ssh-agent)'))
     .addOption(new Option('--known-hosts <file>', 'SSH known_hosts file (default ~/.ssh/known_hosts); unknown host keys are refused'))
+    .addOption(new Option('--swarm <endpoint>', 'run the world as a Docker Swarm service, made through this manager\'s engine: unix:///PATH, tcp://HOST:PORT (with --tls-certs) or ssh://USER@HOST[:PORT] (docs/swarm.md)'))
+    .addOption(new Option('--swarm-node <endpoint>', 'with --swarm: a node\'s engine, matched to its node by the NodeID it reports (repeat for each node; default: the manager\'s only)').argParser(collect))
+    .addOption(new Option('--constraint <expr>', 'with --swarm: a placement constraint, as docker service create takes it (node.labels.zone==a; repeatable)').argParser(collect))
+    .addOption(new Option('--placement-pref <pref>', 'with --swarm: a placement preference (spread=node.labels.zone; repeatable)').argParser(collect))
+    .addOption(new Option('--reserve-memory <bytes>', 'with --swarm: memory a node must have free to take the world'))
+    .addOption(new Option('--reserve-cpus <cpus>', 'with --swarm: CPUs a node must have free to take the world (e.g. 0.5)'))
+    .addOption(new Option('--tls-certs <dir>', 'with --swarm: ca.pem, cert.pem and key.pem of tcp:// engine endpoints (as DOCKER_CERT_PATH)'))
     .addOption(new Option('--user <user>', 'remote user (exec user in Docker, login user over SSH)'))
     .addOption(new Option('--cwd <dir>', 'working directory in the remote world'))
     .addOption(new Option('--mode <mode>', 'sandbox mode, enforced in the world or refused before the shell starts').choices(['read-only', 'workspace-write', 'danger-full-access']))
@@ -52,6 +66,11 @@ function targetOptions(command: Command): Command {
 async function noteDevcontainer(world: RemoteWorld): Promise<void> {
   const resolved = await attachedDevcontainer(world)
   if (resolved !== undefined) for (const line of devcontainerNotices(resolved)) process.stderr.write(`${line}\n`)
+}
+
+/** Say on stderr where a swarm world landed: its service and node. */
+function noteSwarm(world: RemoteWorld): void {
+  if (world.runtime instanceof SwarmSubprocessRuntime) process.stderr.write(`# ${world.runtime.describe()}\n`)
 }
 
 /** Say on stderr when this client is not registered in the world (see doctor's `session ownership`). */
@@ -90,6 +109,7 @@ targetOptions(program.command('shell'))
     await withWorld(target, async world => {
       await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
+      noteSwarm(world)
       await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
       await terminal.close()
@@ -107,6 +127,7 @@ targetOptions(program.command('run'))
     await withWorld(target, async world => {
       await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
+      noteSwarm(world)
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
       await warnUnowned(world)

@@ -20,6 +20,8 @@ import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator
 import { parseSshTarget } from '../providers/ssh/target.ts'
 import { planDevcontainer } from '../devcontainer/index.ts'
 import { imageExists } from '../providers/docker/images.ts'
+import { SwarmSubprocessRuntime } from '../providers/swarm/swarm-runtime.ts'
+import type { SwarmRuntimeConfig } from '../providers/swarm/swarm-config.ts'
 
 /** The project's default target image (built by docker/ensure-world.sh). */
 export const DEFAULT_IMAGE = 'dsh-remote-worlds/target:bookworm'
@@ -48,6 +50,20 @@ export interface TargetFlags {
   start?: boolean
   /** `[user@]host[:port]` or a Host alias of ~/.ssh/config. */
   ssh?: string
+  /** `--swarm ENDPOINT`: a world as a swarm service, made through this manager's engine (providers/swarm). */
+  swarm?: string
+  /** `--swarm-node ENDPOINT` (repeatable): the engines of the swarm's nodes. */
+  swarmNode?: string[]
+  /** `--constraint EXPR` (repeatable): swarm placement constraints. */
+  constraint?: string[]
+  /** `--placement-pref PREF` (repeatable): swarm placement preferences (`spread=node.labels.zone`). */
+  placementPref?: string[]
+  /** `--reserve-memory BYTES`: memory a node must have free to take the task. */
+  reserveMemory?: string
+  /** `--reserve-cpus CPUS`: CPUs a node must have free to take the task (decimal). */
+  reserveCpus?: string
+  /** `--tls-certs DIR`: ca.pem, cert.pem and key.pem of tcp:// engine endpoints (as DOCKER_CERT_PATH). */
+  tlsCerts?: string
   /** SSH private key file (OpenSSH -i). */
   identity?: string
   /** SSH known_hosts file (OpenSSH UserKnownHostsFile). */
@@ -166,7 +182,12 @@ async function ensurePwshWorld(): Promise<void> {
  */
 export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   if ([flags.docker, flags.image, flags.ssh, flags.devcontainer].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE, --devcontainer [FOLDER] or --ssh [USER@]HOST[:PORT]')
-  if (flags.ssh === undefined && (flags.identity !== undefined || flags.knownHosts !== undefined)) throw new InvalidArgumentError('--identity and --known-hosts apply to --ssh targets only')
+  if (flags.swarm !== undefined && [flags.docker, flags.ssh, flags.devcontainer].some(flag => flag !== undefined)) throw new InvalidArgumentError('--swarm makes its own world: drop --docker, --devcontainer and --ssh (--image names its image)')
+  const swarmOnly = [['--swarm-node', flags.swarmNode], ['--constraint', flags.constraint], ['--placement-pref', flags.placementPref], ['--reserve-memory', flags.reserveMemory], ['--reserve-cpus', flags.reserveCpus], ['--tls-certs', flags.tlsCerts]] as const
+  const misplaced = swarmOnly.filter(([, value]) => value !== undefined && (!Array.isArray(value) || value.length > 0)).map(([name]) => name)
+  if (flags.swarm === undefined && misplaced.length > 0) throw new InvalidArgumentError(`${misplaced.join(', ')} apply to --swarm targets only`)
+  if (flags.ssh === undefined && flags.swarm === undefined && flags.identity !== undefined) throw new InvalidArgumentError('--identity applies to --ssh and --swarm (ssh:// engine endpoints) targets only')
+  if (flags.ssh === undefined && flags.knownHosts !== undefined) throw new InvalidArgumentError('--known-hosts applies to --ssh targets only')
   if (flags.start === true && flags.devcontainer === undefined) throw new InvalidArgumentError('--start applies to --devcontainer targets only')
   if (flags.config !== undefined && flags.devcontainer === undefined) throw new InvalidArgumentError('--config applies to --devcontainer targets only')
   const user = flags.user
@@ -254,6 +275,22 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
     }
   }
   const workspaceRoot = flags.workspace !== undefined ? MANAGED_WORKSPACE : remoteWorkspace(user)
+  if (flags.swarm !== undefined) {
+    return {
+      description: `swarm world from ${image} via ${flags.swarm}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} (on its node) at ${MANAGED_WORKSPACE}` : ''}`,
+      world: {
+        runtime: SwarmSubprocessRuntime as never,
+        runtimeConfig: { ...swarmRuntimeConfig(flags, image), ...(user !== undefined ? { user } : {}), ...(flags.workspace !== undefined ? { workspace: { bind: resolve(flags.workspace) } } : {}), ...shell },
+        workspaceRoot,
+        ...mode,
+        ...dialect,
+      },
+      cwd: flags.cwd ?? workspaceRoot,
+      prepare: () => Promise.resolve(),
+      managed: true,
+      terminal,
+    }
+  }
   return {
     description: `managed container from ${image}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} at ${MANAGED_WORKSPACE}` : ''}`,
     world: {
@@ -279,4 +316,32 @@ export async function openTarget(target: Target, terminal: OpenWorldOptions<unkn
 /** The runtime of a world as a {@link ControlledRuntime}. */
 export function controlledRuntime(world: RemoteWorld): ControlledRuntime {
   return world.runtime as unknown as ControlledRuntime
+}
+
+/**
+ * The swarm runtime's config of `--swarm` and its flags: the manager and node endpoints (with
+ * `--tls-certs` for tcp:// ones, `--identity` for ssh:// ones), placement and reservations.
+ * @throws InvalidArgumentError for a `--reserve-memory` or `--reserve-cpus` that is not a positive number.
+ */
+export function swarmRuntimeConfig(flags: TargetFlags, image: string): SwarmRuntimeConfig {
+  const endpoint = (host: string): SwarmRuntimeConfig['manager'] => ({
+    host,
+    ...(host.startsWith('tcp://') && flags.tlsCerts !== undefined ? { tls: { ca: resolve(flags.tlsCerts, 'ca.pem'), cert: resolve(flags.tlsCerts, 'cert.pem'), key: resolve(flags.tlsCerts, 'key.pem') } } : {}),
+    ...(host.startsWith('ssh://') && flags.identity !== undefined ? { identity: resolve(flags.identity) } : {}),
+  })
+  const positive = (flag: string, value: string | undefined, scale: number): number | undefined => {
+    if (value === undefined) return undefined
+    const number = Number(value)
+    if (!(number > 0) || !Number.isFinite(number)) throw new InvalidArgumentError(`${flag} ${value}: a positive number`)
+    return Math.round(number * scale)
+  }
+  const memoryBytes = positive('--reserve-memory', flags.reserveMemory, 1)
+  const nanoCpus = positive('--reserve-cpus', flags.reserveCpus, 1e9)
+  return {
+    manager: endpoint(flags.swarm!),
+    ...(flags.swarmNode !== undefined && flags.swarmNode.length > 0 ? { nodes: flags.swarmNode.map(endpoint) } : {}),
+    image,
+    ...((flags.constraint?.length ?? 0) + (flags.placementPref?.length ?? 0) > 0 ? { placement: { constraints: flags.constraint ?? [], preferences: flags.placementPref ?? [] } } : {}),
+    ...(memoryBytes !== undefined || nanoCpus !== undefined ? { reservations: { ...(memoryBytes !== undefined ? { memoryBytes } : {}), ...(nanoCpus !== undefined ? { nanoCpus } : {}) } } : {}),
+  }
 }

@@ -5,6 +5,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis'
 import type { SandboxMode } from '@deepseek-ai/dsh-sandbox'
+import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type { ReportingSandbox, WorldSandboxReport } from './report.ts'
 import { formatSandboxReport } from './report.ts'
 
@@ -55,6 +56,19 @@ export function announceSandbox(ctx: Context, report: WorldSandboxReport, mode: 
   }
   logger.info(line)
   return line
+}
+
+/**
+ * Register `provider` (a sandbox plugin class) with `config` as `ctx.sandbox`, say what the
+ * composition's default mode means there ({@link announceSandbox}), and return it.
+ * @throws whatever the provider's construction throws.
+ */
+export async function provideSandbox<P extends ReportingSandbox, C>(ctx: Context, provider: new (ctx: Context, config: C) => P, config: C): Promise<P> {
+  await ctx.plugin(provider as never, config as never)
+  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
+  const registered = ctx.get('sandbox') as unknown as P
+  announceSandbox(ctx, registered.report(ctx.sandboxPolicy.workspaceRoot), ctx.sandboxPolicy.defaultMode)
+  return registered
 }
 
 /** The world's sandbox report from a composed context (`ctx.sandbox` when it reports itself). */

@@ -9,7 +9,7 @@ import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type { DockerRuntimeConfig } from '../providers/docker/docker-config.ts'
 import type { DockerWorld } from '../providers/docker/docker-world.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
-import { announceSandbox, type SandboxCompanion } from './companion.ts'
+import { provideSandbox, type SandboxCompanion } from './companion.ts'
 import { DockerSandboxProvider } from './docker-provider.ts'
 
 /** What the companion needs of `ctx.subprocess` (a DockerSubprocessRuntime). */
@@ -36,17 +36,13 @@ export async function applyDockerSandbox(ctx: Context): Promise<DockerSandboxPro
   const user = runtime.execUser
   const control = await world.control(user)
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
-  await ctx.plugin(DockerSandboxProvider, {
+  return provideSandbox(ctx, DockerSandboxProvider, {
     info: world.inspectInfo,
     execUid: control.info.uid,
     where: world.describe(user ?? (world.inspectInfo.Config.User || undefined)),
     managed: world.managed,
     workspaceRoot,
   })
-  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
-  const provider = ctx.get('sandbox') as unknown as DockerSandboxProvider
-  announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
-  return provider
 }
 
 /** Companion of DockerSubprocessRuntime: hand the policy to the runtime config, then provide `ctx.sandbox`. */

@@ -28,6 +28,12 @@ export interface DockerSandboxProviderConfig extends DockerSandboxFacts {
   managed: boolean
   /** Workspace root reports use when none is given (the composition's policy root). */
   workspaceRoot: string
+  /**
+   * How another world built on a container names itself (a swarm task's, say): `kind` replaces
+   * managed/attached in the report's world, `mechanism` the report's mechanism of the confined
+   * modes, `fix` the refusal's advice. Default: the Docker world's.
+   */
+  wording?: { kind: string; mechanism: string; fix: string } | undefined
 }
 
 /** `ctx.sandbox` over a container whose HostConfig and mounts are the confinement. */
@@ -60,7 +66,7 @@ export class DockerSandboxProvider extends SandboxProvider implements ReportingS
     const verdict = this.assess(policy.mode, policy.workspaceRoot)
     if (!verdict.enforced) {
       throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where} does not enforce ${policy.mode} for workspace ${policy.workspaceRoot}: ${verdict.reasons.join('; ')}`,
-        'Attach to a container whose HostConfig enforces it (a read-only root filesystem, no added capabilities, and for workspace-write the workspace its only writable mount: docs/dsh-cli.md), or let this package create the container from an image')
+        this.config.wording?.fix ?? 'Attach to a container whose HostConfig enforces it (a read-only root filesystem, no added capabilities, and for workspace-write the workspace its only writable mount: docs/dsh-cli.md), or let this package create the container from an image')
     }
     return {
       argv: [...argv],
@@ -72,7 +78,7 @@ export class DockerSandboxProvider extends SandboxProvider implements ReportingS
 
   /** Which modes this container enforces and how (for `doctor` and `--mode`). */
   report(workspaceRoot: string = this.config.workspaceRoot): WorldSandboxReport {
-    const mechanism = `docker container (${this.config.managed ? 'managed, created from the policy' : 'attached, inspected'})`
+    const mechanism = this.config.wording?.mechanism ?? `docker container (${this.config.managed ? 'managed, created from the policy' : 'attached, inspected'})`
     const modes = SANDBOX_MODES.map((mode): SandboxModeReport => {
       if (mode === 'danger-full-access') {
         const rootfs = this.config.info.HostConfig.ReadonlyRootfs === true ? 'read-only rootfs (the container\'s own)' : 'writable rootfs'
@@ -86,7 +92,7 @@ export class DockerSandboxProvider extends SandboxProvider implements ReportingS
     const host = this.config.info.HostConfig
     const positive = (value: number | undefined): number | null => value === undefined || value === null || value <= 0 ? null : value
     return {
-      world: `${this.config.where} (${this.config.managed ? 'managed' : 'attached'})`,
+      world: `${this.config.where} (${this.config.wording?.kind ?? (this.config.managed ? 'managed' : 'attached')})`,
       workspaceRoot,
       modes,
       limits: {

@@ -10,7 +10,7 @@ import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import type { SshWorld } from '../providers/ssh/ssh-world.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { BubblewrapSandboxProvider, probeBwrap, type RemoteRunResult } from './bwrap.ts'
-import { announceSandbox, type SandboxCompanion } from './companion.ts'
+import { provideSandbox, type SandboxCompanion } from './companion.ts'
 
 /** What the companion needs of `ctx.subprocess` (an SshSubprocessRuntime). */
 interface SshRuntimeLike {
@@ -40,11 +40,7 @@ export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxPr
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
   // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
   const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot])
-  await ctx.plugin(BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
-  // ctx.get: a plugin context (the loader's entry) may not read a service it did not inject.
-  const provider = ctx.get('sandbox') as unknown as BubblewrapSandboxProvider
-  announceSandbox(ctx, provider.report(workspaceRoot), ctx.sandboxPolicy.defaultMode)
-  return provider
+  return provideSandbox(ctx, BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
 }
 
 /** Companion of SshSubprocessRuntime: provide `ctx.sandbox` backed by the host's bubblewrap. */

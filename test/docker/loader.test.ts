@@ -9,15 +9,13 @@
  * node_modules. A terminal opened through the composed tree runs in the managed container
  * (its hostname, its pid namespace), and disposing the tree removes the container.
  */
-import { chownSync, mkdirSync, mkdtempSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
+import { mkdtempSync, readlinkSync, realpathSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Context } from '@deepseek-ai/cordis'
-import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { bootedManagedWorld, bootedTerminal } from '../helpers/booted.ts'
-import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
+import { describe, expect, it } from 'vitest'
+import { bootedManagedWorld, bootedTerminal, useLoaderProfile } from '../helpers/booted.ts'
+import { worldLayer } from '../helpers/built-package.ts'
 import { IMAGE, docker, hangGuard } from './helpers.ts'
 import { LIFELINE_COMMAND } from '../../src/providers/docker/docker-world.ts'
 
@@ -26,20 +24,11 @@ const workspace = join(tmp, 'workspace')
 
 /** The user's patch file: replace nothing, insert the stack (an empty profile root). */
 function patchFile(): string {
-  return `# A DSH profile layer mounting a persistent shell in a Docker world.
-- insert:
-    - id: session
-      name: '@deepseek-ai/dsh-session'
-    - id: agent
-      name: '@deepseek-ai/dsh-agent'
-    - id: terminal
-      name: '@deepseek-ai/dsh-terminal'
-    - id: sandbox-policy
-      name: '@deepseek-ai/dsh-sandbox-policy'
-      config:
-        mode: workspace-write
-        workspaceRoot: /workspace
-    - id: subprocess
+  return worldLayer({
+    comment: 'A DSH profile layer mounting a persistent shell in a Docker world.',
+    mode: 'workspace-write',
+    workspaceRoot: '/workspace',
+    world: `    - id: subprocess
       name: dsh-remote-worlds/docker
       config:
         image: ${IMAGE}
@@ -50,35 +39,18 @@ function patchFile(): string {
           replies: 'off'
           scrollback: 50
     - id: sandbox
-      name: dsh-remote-worlds/docker/sandbox
-    - id: terminal-bash
-      name: '@deepseek-ai/dsh-terminal-bash'
-`
+      name: dsh-remote-worlds/docker/sandbox`,
+  })
 }
 
-let ctx: Context | undefined
-let built: BuiltProfile
-
-beforeAll(async () => {
-  built = await buildProfile(tmp)
-  built.writePatch(patchFile())
-  mkdirSync(workspace)
-  chownSync(workspace, 1000, 1000)
-  process.env.DSH_HOME = join(tmp, 'dsh-home')
-}, 120_000)
-
-afterAll(async () => {
-  await ctx?.fiber.dispose().catch(() => undefined)
-  rmSync(tmp, { recursive: true, force: true })
-})
+const profile = useLoaderProfile(tmp, patchFile)
 
 describe('the upstream loader composes our Docker world from cordis.patch.yml', () => {
   it('opens a terminal in the managed container, confined by the policy, and disposal removes the container', async () => {
     // The names resolve to the built package in the profile's node_modules, as for a user.
-    const { profile, pkg } = built
-    expect(realpathSync(createRequire(join(profile, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
-    const patches = loadOptionalPatches('dsh-remote-test', join(profile, 'cordis.patch.yml'))!
-    ctx = await hangGuard(boot('dsh-remote-test', join(profile, 'cordis.yml'), patches), 60_000, 'boot')
+    const { profile: root, pkg } = profile.built()
+    expect(realpathSync(createRequire(join(root, 'cordis.yml')).resolve('dsh-remote-worlds/docker'))).toBe(join(realpathSync(pkg), 'dist/src/plugins/docker.js'))
+    const ctx = await profile.boot()
     const world = await bootedManagedWorld(ctx)
     const info = world.info
     expect(info.HostConfig.ReadonlyRootfs).toBe(true)
@@ -105,7 +77,7 @@ describe('the upstream loader composes our Docker world from cordis.patch.yml', 
 
     await created.kill()
     await hangGuard(ctx.fiber.dispose(), 30_000, 'dispose')
-    ctx = undefined
+    profile.disposed()
     const gone = await docker.getContainer(world.containerId).inspect().then(() => 'present', (error: { statusCode?: number }) => error.statusCode)
     expect(gone).toBe(404)
   }, 120_000)

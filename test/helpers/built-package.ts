@@ -12,6 +12,33 @@ import { promisify } from 'node:util'
 
 export const ROOT = resolve(import.meta.dirname, '../..')
 
+/**
+ * A DSH profile layer as a user writes it (for `BuiltProfile.writePatch`): insert the session,
+ * agent and terminal services and the sandbox policy (`mode`, `workspaceRoot`), then the world's
+ * own rows (`world`: YAML list items, each line indented by four spaces), terminal-bash, and
+ * `after` (more rows, indented the same).
+ * @param comment - the layer's first line, after `# `.
+ */
+export function worldLayer(options: { comment: string; mode: string; workspaceRoot: string; world: string; after?: string }): string {
+  return `# ${options.comment}
+- insert:
+    - id: session
+      name: '@deepseek-ai/dsh-session'
+    - id: agent
+      name: '@deepseek-ai/dsh-agent'
+    - id: terminal
+      name: '@deepseek-ai/dsh-terminal'
+    - id: sandbox-policy
+      name: '@deepseek-ai/dsh-sandbox-policy'
+      config:
+        mode: ${options.mode}
+        workspaceRoot: ${options.workspaceRoot}
+${options.world.replace(/\n$/, '')}
+    - id: terminal-bash
+      name: '@deepseek-ai/dsh-terminal-bash'
+${options.after === undefined ? '' : `${options.after.replace(/\n$/, '')}\n`}`
+}
+
 /** The tarball `npm pack` made of this checkout, and the files it holds (paths inside `package/`). */
 export interface PackedTarball {
   /** Absolute path of `dsh-remote-worlds-VERSION.tgz`. */

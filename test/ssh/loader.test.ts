@@ -13,7 +13,7 @@ import { boot, loadOptionalPatches } from '@deepseek-ai/dsh-app-boot'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ownerAgent } from '../../src/backend/world.ts'
 import { execIn, hangGuard } from '../docker/helpers.ts'
-import { type BuiltProfile, buildProfile } from '../helpers/built-package.ts'
+import { type BuiltProfile, buildProfile, worldLayer } from '../helpers/built-package.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
 
 const tmp = mkdtempSync(join(tmpdir(), 'dsh-remote-ssh-loader-'))
@@ -23,34 +23,23 @@ let ctx: Context | undefined
 
 beforeAll(async () => {
   ;[sshd, built] = await Promise.all([startSshdWorld(), buildProfile(tmp)])
-  built.writePatch(`# A DSH profile layer: persistent shells and the bash tool on a host over SSH.
-- insert:
-    - id: session
-      name: '@deepseek-ai/dsh-session'
-    - id: agent
-      name: '@deepseek-ai/dsh-agent'
-    - id: terminal
-      name: '@deepseek-ai/dsh-terminal'
-    - id: sandbox-policy
-      name: '@deepseek-ai/dsh-sandbox-policy'
-      config:
-        mode: danger-full-access
-        workspaceRoot: /tmp
-    - id: subprocess
+  built.writePatch(worldLayer({
+    comment: 'A DSH profile layer: persistent shells and the bash tool on a host over SSH.',
+    mode: 'danger-full-access',
+    workspaceRoot: '/tmp',
+    world: `    - id: subprocess
       name: dsh-remote-worlds/ssh
       config:
         target: agent@127.0.0.1:${sshd.ports[0]}
         identity: ${sshd.clientKeyFile}
         knownHosts: ${sshd.knownHostsFile}
         sshConfig: false
-        agent: false
-    - id: terminal-bash
-      name: '@deepseek-ai/dsh-terminal-bash'
-    - id: bash
+        agent: false`,
+    after: `    - id: bash
       name: '@deepseek-ai/dsh-bash-local'
       config:
-        cwd: /tmp
-`)
+        cwd: /tmp`,
+  }))
   process.env.DSH_HOME = join(tmp, 'dsh-home')
 }, 120_000)
 

@@ -10,6 +10,18 @@ import { PersistenceSetting } from '../remote/pty-holder/persistence.ts'
 
 const positiveInt = z.number().int().positive()
 
+/** The sandbox policy a world is created from (sandbox/docker-policy.ts): the mode and the workspace root in the world. Shared with the swarm runtime's config. */
+export const PolicySetting = z.object({
+  mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
+  workspaceRoot: z.string().startsWith('/'),
+}).strict()
+
+/** A created world's workspace source: a host folder to bind, or a named volume. */
+export const WorkspaceSourceSetting = z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()])
+
+/** A created world's resource limits (sandbox/docker-policy.ts `DockerLimits`). */
+export const LimitsSetting = z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict()
+
 /** Configuration of the DockerSubprocessRuntime (src/providers/docker); validated with zod at construction. */
 export const DockerRuntimeConfig = z.object({
   /** Attach to this existing, running container (name or id). */
@@ -56,14 +68,11 @@ export const DockerRuntimeConfig = z.object({
    * openWorld sets it from its mode and workspace root. Ignored for creation when attaching
    * (an attached container is inspected instead).
    */
-  policy: z.object({
-    mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
-    workspaceRoot: z.string().startsWith('/'),
-  }).strict().optional(),
+  policy: PolicySetting.optional(),
   /** Managed container only: the workspace source mounted at `policy.workspaceRoot` (host folder or named volume). */
-  workspace: z.union([z.object({ bind: z.string().min(1) }).strict(), z.object({ volume: z.string().min(1) }).strict()]).optional(),
+  workspace: WorkspaceSourceSetting.optional(),
   /** Managed container only: resource limits (defaults: DEFAULT_DOCKER_LIMITS under confined modes). */
-  limits: z.object({ pidsLimit: positiveInt, memoryBytes: positiveInt, nanoCpus: positiveInt, tmpBytes: positiveInt }).partial().strict().optional(),
+  limits: LimitsSetting.optional(),
   /**
    * Whether terminals' shells outlive their transport (`'connection'`) or their client
    * (`'client'`), held in the container by dsh-pty (remote/pty-holder/persistence.ts); default

@@ -38,7 +38,7 @@ export function lifelineCreateOptions(hostConfig: Docker.HostConfig | undefined,
 }
 
 /** Let the process exit while `stream` is open (a hijacked socket, or a stream wrapping one). */
-function unrefSocket(stream: Duplex): void {
+export function unrefSocket(stream: Duplex): void {
   const socket = stream as Duplex & { unref?: () => void; socket?: { unref?: () => void } }
   if (typeof socket.unref === 'function') socket.unref()
   else socket.socket?.unref?.()

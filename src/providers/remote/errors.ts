@@ -38,6 +38,12 @@ export type RemoteWorldErrorCode =
   | 'HELD_SHELL_DENIED'
   | 'HELD_SHELL_LOST'
   | 'PERSISTENCE_UNAVAILABLE'
+  | 'SWARM_NOT_A_MANAGER'
+  | 'SWARM_TASK_UNSCHEDULABLE'
+  | 'SWARM_TASK_FAILED'
+  | 'SWARM_NODE_UNREACHABLE'
+  | 'SWARM_NODE_LOST'
+  | 'SWARM_CLEANUP_UNPROVEN'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {

@@ -22,7 +22,7 @@ const KEEP_BYTES = 64 * 1024
  * Run `script` with `input` on its stdin (then EOF).
  * @throws TransportError when the world broke before the script ended; the owner's open errors.
  */
-export async function runInWorld(owner: WorldOwner, script: string, input?: Buffer): Promise<WorldScriptResult> {
+export async function runInWorld(owner: Pick<WorldOwner, 'openProcess' | 'describe'>, script: string, input?: Buffer): Promise<WorldScriptResult> {
   const transport = await owner.openProcess(script)
   // Listeners first: a script that ends at once has its bytes and end queued already.
   const collect = (stream: NodeJS.ReadableStream): Promise<string> => new Promise(resolve => {
