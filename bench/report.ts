@@ -14,6 +14,7 @@ import { FLOOD_CANCEL_METRIC } from './rows/flood-cancel.ts'
 import { CLOSE_ALL_METRIC, MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
 import { FS_EDIT_METRIC, FS_GREP_METRIC, FS_LIST_METRIC, FS_METRICS, FS_READ_BYTES, FS_READ_BYTES_METRIC, FS_READ_METRIC, FS_WRITE_METRIC, type FsMixedRecord, RG_DIRECT_METRIC } from './rows/fs.ts'
 import { STDOUT_THROUGHPUT_BYTES, type Sample, median, percentile, round } from './timing.ts'
+import { REPLAY_ROW_BYTES } from './rows/persistence.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
 
 /** Report order of the rows; rows not listed (container start) follow, by name. */
@@ -92,6 +93,7 @@ const PAYLOAD_BYTES: Readonly<Record<string, number>> = {
   ...RAW_TRANSPORT_BYTES,
   ...TERMINAL_OUTPUT_BYTES,
   [FS_READ_BYTES_METRIC]: FS_READ_BYTES,
+  'replay throughput (8 MiB log)': REPLAY_ROW_BYTES,
 }
 
 /**

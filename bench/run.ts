@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -24,6 +24,7 @@ import { PWSH_METRICS, pwshRuns } from './rows/pwsh.ts'
 import { SCALE_METRICS, SCALE_TERMINALS, type ScaleRecord, scaleRuns } from './rows/scale.ts'
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
 import { SWARM_METRICS, swarmRuns } from './rows/swarm.ts'
+import { PERSISTENCE_METRICS, persistenceRuns } from './rows/persistence.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
 import { type SampleTable, sampleTable } from './timing.ts'
 import { DEFAULT_COMPOSITION, DEFAULT_TUNING, IMAGE, WORLD_NAMES, type WorldEntry, type WorldName, benchWorlds, cleanupAll } from './worlds.ts'
@@ -47,6 +48,8 @@ const { values: args } = parseArgs({
     'fs-only': { type: 'boolean', default: false },
     // The swarm family (the docker world's engine family: a three-node swarm on this machine): on unless --no-swarm.
     swarm: { type: 'boolean', default: true },
+    // The persistence family (held shells, issue 22) of the remote worlds: on unless --no-persistence.
+    persistence: { type: 'boolean', default: true },
   },
   allowPositionals: false,
   allowNegative: true,
@@ -91,6 +94,8 @@ interface Sections {
   fsOnly: boolean
   /** The swarm family (bench/rows/swarm.ts), with the docker world's rows. */
   swarm: boolean
+  /** The persistence family (bench/rows/persistence.ts) of the remote worlds. */
+  persistence: boolean
 }
 
 /**
@@ -101,7 +106,7 @@ interface Sections {
  * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS, ...PERSISTENCE_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
@@ -132,6 +137,10 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
           console.error(`[bench] ${entry.world}: flood-cancel row done`)
         }
         if (started.extraMetrics !== undefined) for (const [metric, extra] of await started.extraMetrics(runs)) samples.set(metric, extra)
+        if (sections.persistence && entry.world !== 'local') {
+          await persistenceRuns(entry.world, target, runs, samples)
+          console.error(`[bench] ${entry.world}: persistence rows done`)
+        }
         if (sections.swarm && entry.world === 'docker') {
           for (const [metric, swarm] of await swarmRuns(IMAGE, DEFAULT_TUNING, runs)) samples.set(metric, swarm)
           console.error(`[bench] ${entry.world}: swarm rows done`)
@@ -181,7 +190,7 @@ async function main(): Promise<void> {
   const scale: ScaleRecord[] = []
   const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm, persistence: args.persistence })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)

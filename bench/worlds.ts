@@ -79,6 +79,9 @@ export interface BenchTarget {
   spawnMs: number[]
   /** The last spawn spec terminal-bash passed to the runtime (argv/env/cwd/rows/cols/graceMs). */
   lastSpec(): SubprocessTerminalSpawnSpec | undefined
+  /** The runtime class and config it was composed with (the persistence rows compose more worlds of it). */
+  runtime: RuntimePlugin<never>
+  runtimeConfig: Record<string, unknown>
   /** Release the world (its terminals, runtime and managed container). Idempotent. */
   dispose(): Promise<void>
 }
@@ -158,7 +161,7 @@ async function composed<C>(runtime: RuntimePlugin<C>, runtimeConfig: C, tuning: 
     handles.push(handle)
     return handle
   }
-  return { world, handles, spawnMs, lastSpec: () => spec, dispose: registerCleanup(() => world.dispose()) }
+  return { world, handles, spawnMs, lastSpec: () => spec, runtime: runtime as RuntimePlugin<never>, runtimeConfig: runtimeConfig as Record<string, unknown>, dispose: registerCleanup(() => world.dispose()) }
 }
 
 /**

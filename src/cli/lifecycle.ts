@@ -8,7 +8,8 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { RemoteWorld } from '../backend/world.ts'
 import { type Target, openTarget } from './target.ts'
 
-const openWorlds = new Set<RemoteWorld>()
+/** Every open world, and how the CLI leaves it: disposed, or (`--persist client`) detached. */
+const openWorlds = new Map<RemoteWorld, () => Promise<unknown>>()
 /** How long a signal-triggered teardown may take before the CLI exits anyway (ms). */
 const SIGNAL_TEARDOWN_MS = 20_000
 
@@ -16,18 +17,28 @@ const SIGNAL_TEARDOWN_MS = 20_000
  * Register a world for disposal on a terminating signal.
  * @returns a function that unregisters it.
  */
-export function trackWorld(world: RemoteWorld): () => void {
-  openWorlds.add(world)
+export function trackWorld(world: RemoteWorld, leave: () => Promise<unknown> = () => world.dispose()): () => void {
+  openWorlds.set(world, leave)
   return () => { openWorlds.delete(world) }
 }
 
 /**
- * Open `target`, run `body`, and always dispose the world. When `body` failed, a disposal
- * failure is reported on stderr and the body's error is rethrown (it names the cause).
+ * How the CLI leaves a world: `--persist client` detaches (its held shells go on in the world for
+ * a later run of the same `--session`, until their TTL); otherwise it disposes (every shell ends).
+ */
+export function leaveWorld(target: Pick<Target, 'persistence'>, world: RemoteWorld): () => Promise<unknown> {
+  return target.persistence === 'client' ? () => world.detach() : () => world.dispose()
+}
+
+/**
+ * Open `target`, run `body`, and always leave the world (see {@link leaveWorld}: disposed, or
+ * detached under `--persist client`). When `body` failed, a disposal failure is reported on
+ * stderr and the body's error is rethrown (it names the cause).
  */
 export async function withWorld<T>(target: Target, body: (world: RemoteWorld) => Promise<T>): Promise<T> {
   const world = await openTarget(target)
-  const untrack = trackWorld(world)
+  const leave = leaveWorld(target, world)
+  const untrack = trackWorld(world, leave)
   let failed = false
   try {
     return await body(world)
@@ -37,7 +48,7 @@ export async function withWorld<T>(target: Target, body: (world: RemoteWorld) =>
   } finally {
     untrack()
     try {
-      await world.dispose()
+      await leave()
     } catch (cleanupError) {
       if (!failed) throw cleanupError
       process.stderr.write(`dsh-remote-worlds: cleanup after the failure also failed: ${describeError(cleanupError)}\n`)
@@ -62,7 +73,7 @@ export function installSignalTeardown(): void {
       if (closing) return
       closing = true
       process.stderr.write(`\ndsh-remote-worlds: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
-      const teardown = Promise.allSettled([...openWorlds].map(world => world.dispose()))
+      const teardown = Promise.allSettled([...openWorlds.values()].map(leave => leave()))
       void Promise.race([teardown, delay(SIGNAL_TEARDOWN_MS)]).then(() => process.exit(128 + numbers[signal]!))
     })
   }

@@ -22,6 +22,9 @@ import { DevcontainerUserNotFoundError } from '../devcontainer/index.ts'
 import { attachedDevcontainer, devcontainerNotices, devcontainerReport, devcontainerReportOf, formatDevcontainerReport } from './devcontainer-report.ts'
 import { type DoctorCheck, diagnose, formatChecks, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
+import { formatHeldShells, scanHeldShells } from './doctor-held.ts'
+import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
+import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import { parseScript } from './script.ts'
 import { interactiveShell } from './shell.ts'
 import { describeError, installSignalTeardown, withWorld } from './lifecycle.ts'
@@ -60,6 +63,28 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
     .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
     .addOption(new Option('--shell <dialect>', 'the terminal\'s shell: bash (default) or pwsh (PowerShell; a managed container then defaults to dsh-remote-worlds/target-pwsh:bookworm)').choices(['bash', 'pwsh']))
+    .addOption(new Option('--persist <mode>', 'whether the shell outlives its connection (connection: a cut shorter than 60 s is not seen) or this client too (client: left running at exit, for a later run of the same --session; 24 h without a client ends it); default off').choices(['off', 'connection', 'client']))
+    .addOption(new Option('--session <name>', 'with --persist client: the session the shell belongs to; a later run with the same name and target takes it back'))
+}
+
+/** The runtime's handle of the terminal with shell pid `pid`, when the runtime is one of ours. */
+function heldHandleOf(world: RemoteWorld, pid: number | undefined): RemoteTerminalHandle | undefined {
+  return world.runtime instanceof RemoteSubprocessRuntime && pid !== undefined ? world.runtime.terminal(pid) : undefined
+}
+
+/** `{ dropped: BYTES }` when output was dropped while a held shell was detached since the step began (its `gaps` count then). */
+function droppedSince(world: RemoteWorld, pid: number | undefined, gaps: number): { dropped?: number } {
+  const handle = heldHandleOf(world, pid)
+  const dropped = (handle?.outputGaps ?? []).slice(gaps).reduce((sum, gap) => sum + gap.bytes, 0)
+  return dropped > 0 ? { dropped } : {}
+}
+
+/** Say on stderr what a spawn found instead of a held shell to take back: the shell of the session that ended meanwhile. */
+function noteHeld(world: RemoteWorld, pid: number | undefined): void {
+  const ending = heldHandleOf(world, pid)?.previousEnding
+  if (ending === undefined) return
+  const { outcome, tail } = ending
+  process.stderr.write(`# the held shell of this session ended while no client held it: ${outcome.signal !== null ? `killed by ${outcome.signal}` : `exit status ${outcome.exitCode}`}; its last output: ${JSON.stringify(tail.toString('utf8').slice(-500))}; this is a fresh shell\n`)
 }
 
 /** Say on stderr what of a dev container's configuration is not applied, and that --start started it (devcontainer-report.ts). */
@@ -110,9 +135,12 @@ targetOptions(program.command('shell'))
       await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
       noteSwarm(world)
+      noteHeld(world, terminal.pid)
       await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
-      await terminal.close()
+      // --persist client: a shell still running is left for the next run of its session.
+      if (target.persistence === 'client' && terminal.status().kind !== 'exited') process.stderr.write(`# detached: the shell goes on in the world; \`shell --persist client --session ${flags.session}\` with the same target takes it back\n`)
+      else await terminal.close()
       if (typeof status === 'number') process.exitCode = status
     })
   })
@@ -130,10 +158,12 @@ targetOptions(program.command('run'))
       noteSwarm(world)
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
+      noteHeld(world, terminal.pid)
       await warnUnowned(world)
       let i = 0
       for (const step of steps) {
-        const record = await runStep(terminal, step, ++i)
+        const gaps = heldHandleOf(world, terminal.pid)?.outputGaps.length ?? 0
+        const record = { ...await runStep(terminal, step, ++i), ...droppedSince(world, terminal.pid, gaps) }
         process.stdout.write(`${flags.json === true ? JSON.stringify(record) : formatRecord(record)}\n`)
         if ('sessionStatus' in record && record.sessionStatus.kind === 'exited') {
           if (i < steps.length) process.stderr.write(`# the shell exited: ${steps.length - i} remaining line(s) of the script not sent\n`)
@@ -141,6 +171,10 @@ targetOptions(program.command('run'))
         }
       }
       const pid = terminal.pid!
+      if (target.persistence === 'client' && terminal.status().kind !== 'exited') {
+        process.stderr.write(`# detached: the shell (pid ${pid}) goes on in the world; \`run --persist client --session ${flags.session}\` with the same target takes it back\n`)
+        return
+      }
       await terminal.close()
       const left = await sessionLeftovers(world, pid)
       process.stderr.write(left.length === 0 ? '# closed: nothing of the session is left running\n' : `# closed, but still running: ${left.join(' ')}\n`)
@@ -152,24 +186,28 @@ targetOptions(program.command('doctor'))
   .description('check what this world can prove (pid publication, foreground probing, exact stdin-wait, signal delivery, teardown, terminal replies) and list what clients that died left there')
   .option('--json', 'print the findings as JSON')
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
-  .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean }) => {
+  .option('--include-persistent', 'with --reap: also end the held shells (--persist) of this user, whoever holds them')
+  .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean; includePersistent?: boolean }) => {
     const resolved = await resolveTarget(flags)
     // Doctor lists leftovers instead of reaping them on connect (the default of every other client).
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
     try {
       await withWorld(target, async world => {
+        // Held shells first: ending them makes their sessions the leftovers of gone owners, which the reap then ends.
+        const held = await scanHeldShells(world, { reap: flags.reap === true && flags.includePersistent === true })
         const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
         const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
         const inspected = sandboxReportOf(world.ctx)
         const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
         const devcontainer = await devcontainerReport(world)
         process.stdout.write(`${flags.json === true
-          ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers }, null, 2)
+          ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers, held }, null, 2)
           : [
             formatChecks(target.description, checks),
             ...(devcontainer === undefined ? [] : formatDevcontainerReport(devcontainer).map(line => `  ${line}`)),
             ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
             '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
+            '  held shells (--persist; they outlive their clients):', ...formatHeldShells(held).map(line => `    ${line}`),
           ].join('\n')}\n`)
         process.exitCode = checks.every(check => check.ok) ? 0 : 1
       })

@@ -121,7 +121,13 @@ export async function sessionLeftovers(world: RemoteWorld, shellPid: number): Pr
  * A `@screen` step: `[i] @screen  40x160, cursor 3:7, normal screen` and the framed lines, or
  * `[i] @screen` and `    ! screen unavailable: REASON`.
  */
-export function formatRecord(record: StepRecord): string {
+export function formatRecord(record: StepRecord & { dropped?: number }): string {
+  const dropped = record.dropped === undefined ? '' : `\n    ! ${record.dropped} bytes of the shell's output were dropped while it was detached (its log in the world keeps the last 8 MiB by default)`
+  return formatStep(record) + dropped
+}
+
+/** One step's lines (see {@link formatRecord}). */
+function formatStep(record: StepRecord): string {
   if ('signal' in record) return `[${record.i}] ${record.text}  -> delivered to process group ${record.targetPgid} (${record.ms} ms)`
   if ('screenError' in record) return `[${record.i}] ${record.text}\n    ! screen unavailable: ${record.screenError}`
   if (!('waitReason' in record)) return [`[${record.i}] ${record.text}  ${describeScreen(record.screen)}`, ...framedScreen(record.screen)].join('\n')

@@ -17,6 +17,7 @@ import { InvalidArgumentError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
+import { PERSISTENCE_MODES, type PersistenceMode } from '../providers/remote/pty-holder/persistence.ts'
 import { parseSshTarget } from '../providers/ssh/target.ts'
 import { planDevcontainer } from '../devcontainer/index.ts'
 import { imageExists } from '../providers/docker/images.ts'
@@ -87,6 +88,10 @@ export interface TargetFlags {
   emulator?: boolean
   /** `--scrollback LINES`: lines the emulator keeps above the screen (0 to 10000). */
   scrollback?: string
+  /** `--persist off|connection|client`: whether shells outlive their connection or this client (runtime setting `persistence`). */
+  persist?: string
+  /** `--session NAME`: the DSH session id of the shells; with `--persist client`, a later run with the same name and target takes them back. */
+  session?: string
 }
 
 /** A runtime that can hand out its control channel (both worlds implement this). */
@@ -116,6 +121,8 @@ export interface Target {
    * `world.runtimeConfig`; undefined without terminal flags (the defaults: an emulator that answers).
    */
   terminal: TerminalEmulatorSettings | undefined
+  /** `--persist` (default off): with `client`, the CLI leaves its shells running at exit (detaches) for a later run of `session`. */
+  persistence: PersistenceMode
 }
 
 /**
@@ -190,15 +197,18 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   if (flags.ssh === undefined && flags.knownHosts !== undefined) throw new InvalidArgumentError('--known-hosts applies to --ssh targets only')
   if (flags.start === true && flags.devcontainer === undefined) throw new InvalidArgumentError('--start applies to --devcontainer targets only')
   if (flags.config !== undefined && flags.devcontainer === undefined) throw new InvalidArgumentError('--config applies to --devcontainer targets only')
+  const persistence = persistenceFlag(flags)
   const user = flags.user
-  const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}`
+  const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}${persistence === 'off' ? '' : `, persistence ${persistence}${flags.session !== undefined ? ` (session ${flags.session})` : ''}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
   const locale = flags.locale === undefined ? {} : { locale: flags.locale === 'off' ? false : flags.locale }
   const terminal = terminalSettings(flags)
   // PSReadLine asks for the cursor position at start and waits for the answer (README, "PowerShell").
   if (flags.shell === 'pwsh' && (terminal?.emulator === false || terminal?.replies === 'off')) throw new InvalidArgumentError(`--shell pwsh needs the terminal to answer: PowerShell's PSReadLine asks for the cursor position when it starts and waits for the answer, so with ${terminal.emulator === false ? '--no-emulator' : '--replies off'} it never shows a prompt`)
-  // The runtime config's `locale` and `terminal`, as given (absent: the world's defaults).
-  const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}) }
+  // The runtime config's `locale`, `terminal` and `persistence`, as given (absent: the world's defaults).
+  const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}), ...(persistence !== 'off' ? { persistence } : {}) }
+  // The owner agent's session id (openWorld): terminal-bash gives it to every shell as DSH_SESSION_ID.
+  const session = flags.session !== undefined ? { session: flags.session } : {}
   // terminal-bash's dialect; its shell program must exist in the world.
   const dialect = flags.shell === 'pwsh' ? { terminal: { shellDialect: 'pwsh', shellPath: 'pwsh' } as const } : {}
   /** The workspace in the remote world: --workspace, else --cwd, else the user's usual place. */
@@ -219,11 +229,13 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
         workspaceRoot: remoteWorkspace(login),
         ...mode,
         ...dialect,
+        ...session,
       },
       cwd: flags.cwd ?? remoteWorkspace(login),
       prepare: async () => {},
       managed: false,
       terminal,
+      persistence,
     }
   }
   if (flags.devcontainer !== undefined) {
@@ -238,21 +250,24 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
         workspaceRoot,
         ...mode,
         ...dialect,
+        ...session,
       },
       cwd: flags.cwd ?? workspaceRoot,
       prepare: async () => {},
       managed: false,
       terminal,
+      persistence,
     }
   }
   if (flags.docker !== undefined) {
     return {
       description: `docker container ${flags.docker}${suffix}`,
-      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...shell }, workspaceRoot: remoteWorkspace(user), ...mode, ...dialect },
+      world: { runtime: DockerSubprocessRuntime as never, runtimeConfig: { container: flags.docker, ...(user !== undefined ? { user } : {}), ...shell }, workspaceRoot: remoteWorkspace(user), ...mode, ...dialect, ...session },
       cwd: flags.cwd ?? remoteWorkspace(user),
       prepare: async () => {},
       managed: false,
       terminal,
+      persistence,
     }
   }
   const image = flags.image ?? (flags.shell === 'pwsh' ? PWSH_IMAGE : DEFAULT_IMAGE)
@@ -276,6 +291,7 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   }
   const workspaceRoot = flags.workspace !== undefined ? MANAGED_WORKSPACE : remoteWorkspace(user)
   if (flags.swarm !== undefined) {
+    if (persistence !== 'off') throw new InvalidArgumentError('--persist applies to --docker, --devcontainer, --ssh and managed-container targets; a swarm world is a service of its own client')
     return {
       description: `swarm world from ${image} via ${flags.swarm}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} (on its node) at ${MANAGED_WORKSPACE}` : ''}`,
       world: {
@@ -289,6 +305,7 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
       prepare: () => Promise.resolve(),
       managed: true,
       terminal,
+      persistence,
     }
   }
   return {
@@ -299,12 +316,27 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
       workspaceRoot,
       ...mode,
       ...dialect,
+      ...session,
     },
     cwd: flags.cwd ?? workspaceRoot,
     prepare: image === DEFAULT_IMAGE ? () => ensureDockerWorld(image) : image === PWSH_IMAGE ? () => ensurePwshWorld() : () => Promise.resolve(),
     managed: true,
     terminal,
+    persistence,
   }
+}
+
+/**
+ * The persistence mode of `--persist` (default off), with its `--session`.
+ * @throws InvalidArgumentError for another value, `--persist client` without `--session` (nothing a
+ *   later run could name the shells by), or `--session` without `--persist client`.
+ */
+export function persistenceFlag(flags: Pick<TargetFlags, 'persist' | 'session'>): PersistenceMode {
+  const mode = flags.persist ?? 'off'
+  if (!(PERSISTENCE_MODES as readonly string[]).includes(mode)) throw new InvalidArgumentError(`--persist takes off, connection or client, got ${JSON.stringify(mode)}`)
+  if (mode === 'client' && flags.session === undefined) throw new InvalidArgumentError('--persist client needs --session NAME: the name a later run takes the shells back by')
+  if (mode !== 'client' && flags.session !== undefined) throw new InvalidArgumentError('--session names the session a later run takes the shells back by: it needs --persist client')
+  return mode as PersistenceMode
 }
 
 /** Prepare and open the target's world with the given terminal tuning (over the target's shell). */

@@ -291,13 +291,14 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     try {
       const name = session()
       // The first client answers no query (replies off), so the request is still unanswered when it dies.
-      const first = await startClient({ world: world.plan({ mode: 'client', stateDir: world.stateDir }, { user, replies: 'off' }), session: name, workspaceRoot: world.workspace, send: 'printf "\\033[6n"; read -t 6 -r -d R x; echo "answer=[${x#?}]"' })
+      const first = await startClient({ world: world.plan({ mode: 'client', stateDir: world.stateDir }, { user, replies: 'off' }), session: name, workspaceRoot: world.workspace, send: 'printf "\\033[6n"; read -t 6 -r -d R x; echo "answer$((1+1))=[${x#?}]"' })
       await first.kill()
       const next = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user, replies: 'answer' }), name)
       const terminal = await next.open()
       expect(terminal.pid).toBe(first.pid)
-      const text = await waitFor(() => terminal.read().text, seen => seen.includes('answer=['), 30_000)
-      expect(text).toContain('answer=[]')
+      // An answer typed into the read would show as its cursor position (`[1;1`).
+      const text = await waitFor(() => terminal.read().text, seen => seen.includes('answer2=['), 30_000)
+      expect(text).toContain('answer2=[]')
       await terminal.close()
     } finally {
       await disposeAll()

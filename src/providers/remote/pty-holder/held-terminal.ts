@@ -195,6 +195,8 @@ export class HeldTerminal implements TerminalTransport {
   private readonly acceptance: Array<{ upTo: number; resolve(): void; reject(error: Error): void }> = []
   /** The credit window now (bytes): {@link HOLDER_CREDIT_BYTES} until output arrives, then the flow budget's share. */
   private window = HOLDER_CREDIT_BYTES
+  /** The credit the last attach frame gave the holder (bytes): what is granted once it answers. */
+  private attachCredit = HOLDER_CREDIT_BYTES
 
   /** @internal Use {@link openHeldTerminal} or {@link attachHeldShell}. */
   constructor(start: HeldTerminalStart, link: HeldShellLink | undefined, opened: HeldTerminal['opened'], onAttach?: (reply: AttachReply) => void) {
@@ -521,11 +523,15 @@ export class HeldTerminal implements TerminalTransport {
       this.inputAccepted = reply.accepted
     }
     this.received = reply.start
-    this.granted = reply.start + Math.max(0, this.window - this.output.readableLength)
+    // Exactly the credit the attach gave (the reader may have taken more since it was sent).
+    this.granted = reply.start + this.attachCredit
     // Input the holder never accepted goes again, from the holder's count: it applies each byte once.
     this.accepted(reply.accepted)
     if (this.unaccepted.length > 0) this.sendOn(wire, inputAtFrames(this.inputAccepted, Buffer.concat(this.unaccepted))).catch(() => undefined)
     for (const pending of [...this.signalling.values(), ...this.probing.values()]) this.sendOn(wire, pending.frame).catch(() => undefined)
+    // The attach may have given no credit (the reader held a full window then): grant what there
+    // is room for now, or no output would ever come to ask again.
+    this.grant()
     if (!this.started) {
       this.started = true
       this.opened.resolve(this)
@@ -578,6 +584,7 @@ export class HeldTerminal implements TerminalTransport {
         const wire = this.connect(pipe)
         if (wire === undefined) throw new TypeError('a held shell\'s relay needs stdin')
         const credit = Math.max(0, this.window - this.output.readableLength)
+        this.attachCredit = credit
         await this.sendOn(wire, attachFrame(link.secret, true, this.received, credit, link.controller))
         // The answer (or the pipe's end) decides; a pipe that ends first is lost again, and the next attempt follows.
         const outcome = await this.waitAttached(wire, deadline)

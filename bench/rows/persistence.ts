@@ -1,0 +1,138 @@
+/**
+ * The persistence family (issue 22): what a held shell costs beside one that is not, and how
+ * fast a client takes one back. Per remote world, on the infrastructure of the default
+ * composition (Docker: attached to its managed container, since a managed container refuses
+ * 'client'; SSH: the same sshd):
+ * - `open-to-prompt` and `echo settle` with persistence 'connection' and 'client', beside the
+ *   rows of 'off' measured in the same run (goal: within 1.1x);
+ * - `reattach-to-ready`: a world of the same session takes back a detached shell, from its
+ *   `open()` until terminal-bash's startup settled, for a shell idle at its prompt and for a busy
+ *   one (a loop printing every 100 ms: settles by silence, its live output held meanwhile);
+ * - `replay throughput`: a client attaches to a detached shell whose log holds 8 MiB and reads
+ *   all of it (MB/s = 8.39 / seconds).
+ * `--no-persistence` skips the family.
+ * @module bench/rows/persistence
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { holderCommand } from '../../src/providers/remote/pty-holder/held-shell.ts'
+import { attachHeldShell } from '../../src/providers/remote/pty-holder/held-terminal.ts'
+import type { ProcessTransport } from '../../src/providers/remote/process.ts'
+import { terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
+import type { PersistenceSetting } from '../../src/providers/remote/pty-holder/persistence.ts'
+import type { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
+import { WORLD_OWNER } from '../../src/providers/remote/world-owner.ts'
+import { type SampleTable, pushSample, withTimeout } from '../timing.ts'
+import { type BenchTarget, DEFAULT_TUNING, type WorldName } from '../worlds.ts'
+
+const MODES = ['connection', 'client'] as const
+
+export const PERSISTENCE_METRICS = [
+  ...MODES.flatMap(mode => [`open-to-prompt (persist ${mode})`, `echo settle (persist ${mode})`]),
+  'reattach-to-ready (idle shell)',
+  'reattach-to-ready (busy shell)',
+  'replay throughput (8 MiB log)',
+] as const
+
+/** Bytes the replay row reads (8 MiB, the default log). */
+export const REPLAY_ROW_BYTES = 8 * 1024 * 1024
+
+/** The runtime config of `target` with `persistence` (Docker: attached to the managed container, as 'client' needs). */
+async function heldConfig(target: BenchTarget, persistence: PersistenceSetting): Promise<Record<string, unknown>> {
+  const config: Record<string, unknown> = { ...target.runtimeConfig, persistence }
+  if (target.world.runtime instanceof DockerSubprocessRuntime) {
+    delete config.image
+    config.container = (await target.world.runtime.world()).containerId
+  }
+  return config
+}
+
+/**
+ * min(runs, 5) runs of each row on `target` (a world of the default composition, whose own rows
+ * give 'off').
+ */
+export async function persistenceRuns(world: WorldName, target: BenchTarget, runs: number, samples: SampleTable): Promise<void> {
+  const stateDir = await mkdtemp(join(tmpdir(), 'dsh-bench-held-'))
+  const opened: RemoteWorld[] = []
+  const compose = async (persistence: PersistenceSetting, session?: string): Promise<RemoteWorld> => {
+    const composed = await openWorld({ runtime: target.runtime, runtimeConfig: await heldConfig(target, persistence) as never, workspaceRoot: '/tmp', terminal: DEFAULT_TUNING, ...(session !== undefined ? { session } : {}) })
+    opened.push(composed)
+    return composed
+  }
+  try {
+    for (const mode of MODES) {
+      const composed = await compose({ mode, stateDir }, mode === 'client' ? `bench-${randomBytes(4).toString('hex')}` : undefined)
+      // Warm-up (discarded): the holder copied in, the control channel open.
+      await (await withTimeout(composed.open(), 'warm-up open')).close()
+      for (let run = 0; run < Math.min(runs, 5); run += 1) {
+        const started = performance.now()
+        const terminal = await withTimeout(composed.open(), `open (persist ${mode})`)
+        pushSample(samples, `open-to-prompt (persist ${mode})`, { ms: performance.now() - started })
+        const echo = await withTimeout(terminal.send('echo bench'), 'echo')
+        pushSample(samples, `echo settle (persist ${mode})`, { ms: echo.ms, reason: echo.waitReason })
+        await terminal.close()
+      }
+    }
+    for (const [row, command] of [['reattach-to-ready (idle shell)', undefined], ['reattach-to-ready (busy shell)', 'while :; do echo tick; sleep 0.1; done']] as const) {
+      for (let run = 0; run < Math.min(runs, 3); run += 1) {
+        const session = `bench-${randomBytes(4).toString('hex')}`
+        const first = await compose({ mode: 'client', stateDir }, session)
+        const terminal = await first.open()
+        if (command !== undefined) terminal.startSend(command).done.catch(() => undefined)
+        await first.detach()
+        const next = await compose({ mode: 'client', stateDir }, session)
+        const started = performance.now()
+        const back = await withTimeout(next.open(), 'reattach')
+        pushSample(samples, row, { ms: performance.now() - started })
+        if (back.pid !== terminal.pid) throw new Error(`bench: ${row} took back pid ${back.pid}, not ${terminal.pid}`)
+        await back.close()
+      }
+    }
+    for (let run = 0; run < Math.min(runs, 3); run += 1) {
+      // A detached shell whose log holds 8 MiB (a 16 MiB output: the oldest half dropped).
+      const session = `bench-${randomBytes(4).toString('hex')}`
+      const first = await compose({ mode: 'client', stateDir }, session)
+      const terminal = await first.open()
+      const runtime = first.runtime as RemoteSubprocessRuntime<never>
+      const pid = terminal.pid!
+      terminal.startSend('head -c 16777216 /dev/zero | tr "\\0" x; sleep 600').done.catch(() => undefined)
+      const holder = await terminalHolder(runtime[WORLD_OWNER])
+      if (!('path' in holder)) throw new Error(holder.unavailable)
+      const record = await recordOf(stateDir, pid)
+      await first.detach()
+      // The 16 MiB pass through the detached holder's log (seconds at its pace); untimed.
+      await new Promise(resolve => setTimeout(resolve, 3_000))
+      const reopen = (): Promise<ProcessTransport> => runtime.openProcess(holderCommand(holder.path, ['--connect', `${record.stem}.sock`]))
+      const started = performance.now()
+      const { terminal: held } = await attachHeldShell(await reopen(), world, { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: reopen, deadlineMs: 30_000 }, { fromHead: REPLAY_ROW_BYTES }, true)
+      let received = 0
+      await new Promise<void>(resolve => {
+        held.output.on('data', (chunk: Buffer) => {
+          received += chunk.length
+          if (received >= REPLAY_ROW_BYTES) resolve()
+        })
+      })
+      pushSample(samples, 'replay throughput (8 MiB log)', { ms: performance.now() - started })
+      held.close()
+      await runtime.control().then(control => control.kill('TERM', [record.holder])).catch(() => undefined)
+    }
+  } finally {
+    for (const composed of opened) await composed.dispose().catch(() => undefined)
+    // Whatever this family left held (the busy rows' loops end with their terminals).
+    await rm(stateDir, { recursive: true, force: true })
+  }
+}
+
+/** The held-shell record (secret, stem, holder) of the shell with program pid `pid` in `stateDir`. */
+async function recordOf(stateDir: string, pid: number): Promise<{ stem: string; secret: string; holder: { pid: number; starttime: number } }> {
+  const { readdir, readFile } = await import('node:fs/promises')
+  for (const file of (await readdir(stateDir)).filter(name => name.endsWith('.json'))) {
+    const found = (JSON.parse(await readFile(join(stateDir, file), 'utf8')) as { program: { pid: number }; stem: string; secret: string; holder: { pid: number; starttime: number } }[]).find(record => record.program.pid === pid)
+    if (found !== undefined) return found
+  }
+  throw new Error(`bench: no held-shell record of pid ${pid}`)
+}
