@@ -41,11 +41,15 @@ afterAll(async () => {
   if (stateDir !== undefined) await rm(stateDir, { recursive: true, force: true })
 })
 
-/** A field of a process's /proc file (kB for VmRSS, bytes for wchar), read as root in the container. */
+/**
+ * A field of a process's /proc file (kB for VmRSS, bytes for wchar), read as the process's user
+ * in the container: /proc/PID/io needs ptrace read access (proc(5)), which the container's root
+ * lacks for another uid's process without CAP_SYS_PTRACE.
+ */
 async function procField(containerId: string, pid: number, file: 'status' | 'io', field: string): Promise<number> {
-  const read = await execIn(containerId, ['cat', `/proc/${pid}/${file}`])
+  const read = await execIn(containerId, ['cat', `/proc/${pid}/${file}`], 'agent')
   const value = new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(read.stdout)?.[1]
-  if (value === undefined) throw new Error(`no ${field} in /proc/${pid}/${file}: ${read.stdout}`)
+  if (value === undefined) throw new Error(`no ${field} in /proc/${pid}/${file}: ${read.stdout}${read.stderr}`)
   return Number(value)
 }
 

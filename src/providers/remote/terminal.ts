@@ -602,7 +602,13 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     const asked = this.transport.foreground(this.identity)
     let timer: NodeJS.Timeout | undefined
     const late = new Promise<'late'>(resolve => { timer = setTimeout(() => resolve('late'), this.control.requestTimeoutMs) })
-    return Promise.race([asked, late]).then(answer => answer === 'late' ? byControl() : answer).finally(() => clearTimeout(timer))
+    return Promise.race([asked, late]).then(answer => answer !== 'late' ? answer : byControl().catch((error: unknown) => {
+      // A held shell's parent silent through a transport outage: the outage that delays its
+      // answer cuts the control channel off too, and the parent answers once the transport is
+      // back (HeldTerminal reconnects within reconnectDeadlineMs, else rejects `asked`).
+      if (this.held) return asked
+      throw error
+    })).finally(() => clearTimeout(timer))
   }
 
   /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */

@@ -137,6 +137,34 @@ export function attachHeldShell(pipe: ProcessTransport, where: string, link: Hel
   })
 }
 
+/**
+ * The output stream of a holder: it calls `taken` whenever its reader took bytes (a `read()` of
+ * the reader's own, or flowing mode's), and whenever it asks for more (`_read`).
+ *
+ * Why not `_read` alone: Readable calls `_read` once, then not again until a push. A grant that
+ * finds no room then (a paused reader still holds a window's worth) pushes nothing, so no
+ * `_read` would ever come again once the reader drained its buffer, and no credit would go out:
+ * a reader that takes in pieces (`read(64 KiB)`) stalled the output for good.
+ */
+class TakenReadable extends Readable {
+  private readonly taken: () => void
+
+  constructor(taken: () => void) {
+    super({ highWaterMark: MAX_WINDOW_BYTES })
+    this.taken = taken
+  }
+
+  override _read(): void {
+    this.taken()
+  }
+
+  override read(size?: number): ReturnType<Readable['read']> {
+    const chunk = super.read(size) as unknown
+    if (chunk !== null) this.taken()
+    return chunk
+  }
+}
+
 /** One pipe to the holder and what was said on it. */
 interface Wire {
   pipe: ProcessTransport
@@ -197,6 +225,8 @@ export class HeldTerminal implements TerminalTransport {
   private window = HOLDER_CREDIT_BYTES
   /** The credit the last attach frame gave the holder (bytes): what is granted once it answers. */
   private attachCredit = HOLDER_CREDIT_BYTES
+  /** A grant is scheduled for the next tick. */
+  private grantScheduled = false
 
   /** @internal Use {@link openHeldTerminal} or {@link attachHeldShell}. */
   constructor(start: HeldTerminalStart, link: HeldShellLink | undefined, opened: HeldTerminal['opened'], onAttach?: (reply: AttachReply) => void) {
@@ -204,9 +234,7 @@ export class HeldTerminal implements TerminalTransport {
     this.link = link
     this.opened = opened
     this.onAttach = onAttach
-    // Readable calls read() before it hands the buffered bytes over (the buffer still looks
-    // full then), and not again until a push: the grant is counted after the hand-over.
-    this.output = new Readable({ highWaterMark: MAX_WINDOW_BYTES, read: () => process.nextTick(() => this.grant()) })
+    this.output = new TakenReadable(() => this.grantSoon())
     this.settled.promise.catch(() => undefined)
   }
 
@@ -366,6 +394,16 @@ export class HeldTerminal implements TerminalTransport {
     })
   }
 
+  /** Grant at the next tick, once for every take of that tick (see {@link TakenReadable}). */
+  private grantSoon(): void {
+    if (this.grantScheduled) return
+    this.grantScheduled = true
+    process.nextTick(() => {
+      this.grantScheduled = false
+      this.grant()
+    })
+  }
+
   /**
    * Grant the holder what the reader has room for: the window less what is in flight and what
    * `output` holds untaken. Granted in steps of at least a quarter window (one frame each), or
@@ -413,6 +451,8 @@ export class HeldTerminal implements TerminalTransport {
     for (const frame of frames) {
       switch (frame.type) {
         case 'output':
+          // After the end (a held shell detached by close()): the bytes are the holder's to keep.
+          if (this.outputEnded) break
           this.received += frame.data.length
           this.window = flowWindow(this)
           this.output.push(frame.data)
@@ -564,7 +604,20 @@ export class HeldTerminal implements TerminalTransport {
       this.finish()
       return
     }
-    this.reconnecting ??= this.reconnect(this.link, error).finally(() => { this.reconnecting = undefined })
+    this.reachAgain(this.link, error)
+  }
+
+  /**
+   * Run {@link reconnect} unless one runs. A pipe lost while a reconnect is still finishing (its
+   * attach answered, the loop not yet ended) is reached again when that loop ends: the loop
+   * cannot tell, and nothing else would ever reconnect.
+   */
+  private reachAgain(link: HeldShellLink, cause: Error | undefined): void {
+    if (this.reconnecting !== undefined) return
+    this.reconnecting = this.reconnect(link, cause).finally(() => {
+      this.reconnecting = undefined
+      if (this.wire?.gone === true && this.outcome === undefined && !this.outputEnded && !this.closed && this.failure === undefined) this.reachAgain(link, undefined)
+    })
   }
 
   /** Reach the held shell again through fresh pipes until one attaches, or the deadline passes. */
@@ -604,7 +657,7 @@ export class HeldTerminal implements TerminalTransport {
   /** Resolve once `wire` is attached ('attached'), or gone or past the deadline ('lost'). */
   private async waitAttached(wire: Wire, deadline: number): Promise<'attached' | 'lost'> {
     while (!wire.live && !wire.gone && this.failure === undefined && performance.now() < deadline) await delay(10)
-    if (wire.live) return 'attached'
+    if (wire.live && !wire.gone) return 'attached'
     if (!wire.gone) {
       wire.gone = true
       wire.pipe.close()

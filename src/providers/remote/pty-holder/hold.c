@@ -451,7 +451,10 @@ static void attach(struct conn *c, const unsigned char *p, uint32_t length) {
   const unsigned char *at = p + 45;
   if (take_string(&at, p + length, id, ID_MAX) < 0) { close_conn(c); return; }
   unsigned char digest[32], differ = 0;
-  sha256(p, 32, digest);
+  sha256_t hash;
+  sha256_init(&hash);
+  sha256_update(&hash, p, 32);
+  sha256_final(&hash, digest);
   for (int i = 0; i < 32; i++) differ |= (unsigned char)(digest[i] ^ H.secret_digest[i]);
   int takeover = p[32];
   uint64_t resume = get_u64(p + 33);

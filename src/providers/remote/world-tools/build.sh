@@ -26,12 +26,12 @@ ROOT="$(cd "$HERE/../../../.." && pwd)"
 OUT="$ROOT/dist/world-tools"
 SOURCE="$ROOT/src/files/server/fsd.c"
 HOLDER_DIR="$ROOT/src/providers/remote/pty-holder"
-HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c $HOLDER_DIR/pty-shell.c $HOLDER_DIR/hold.c $HOLDER_DIR/relay.c $HOLDER_DIR/sha256.c"
+HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c $HOLDER_DIR/pty-shell.c $HOLDER_DIR/hold.c $HOLDER_DIR/relay.c $HERE/sha256.c"
 ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/sha256.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
@@ -83,7 +83,7 @@ build_arch() {
   # Each step checked: `set -e` does not hold inside a function called as an `if` condition.
   local cc; cc=$(compiler_for "$arch") || return 1
   log "compiling dsh-fsd for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" || return 1
+  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" "$HERE/sha256.c" || return 1
   mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
   log "compiling dsh-pty for $arch ($cc)"
   "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-pty.tmp" $HOLDER_SOURCES || return 1
