@@ -18,7 +18,7 @@ import * as terminalBash from '@deepseek-ai/dsh-terminal-bash'
 import { randomUUID } from 'node:crypto'
 import type { ResourceEvent, ResourceWatch } from '../providers/remote/resource-events.ts'
 import type { TerminalScreen } from '../emulator/screen.ts'
-import { ScreenUnavailableError } from '../providers/remote/errors.ts'
+import { ScreenUnavailableError, WorldClosedError } from '../providers/remote/errors.ts'
 import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
@@ -141,7 +141,11 @@ export interface WorldTerminal {
   signal(signal: TerminalSignal): Promise<TerminalSignalResult>
   /** Read scrollback. */
   read(offset?: number, count?: number): TerminalReadResult
-  /** Top-level status. */
+  /**
+   * Top-level status.
+   * @throws WorldClosedError once the world was disposed or detached (a detached held shell
+   *   runs on, but no longer as this client's).
+   */
   status(): { kind: 'running' } | { kind: 'exited'; exitCode: number | null; signal: string | null }
   /**
    * What the terminal shows now: `{ rows, cols, cursor: { row, col }, altScreen, lines }`
@@ -263,6 +267,8 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
   }
   const runtime = ctx.subprocess
   let disposed: Promise<void> | undefined
+  /** Whether the world was left with {@link RemoteWorld.detach} rather than disposed. */
+  let detached = false
 
   const open = async (request: { cwd?: string; name?: string; signal?: AbortSignal } = {}): Promise<WorldTerminal> => {
     const created = await ctx.terminals.spawn(agent, {
@@ -298,7 +304,11 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
       },
       signal: signal => ctx.terminals.signal(agent, id, signal),
       read: (offset = 0, count = 500) => ctx.terminals.read(agent, id, { offset, count }),
-      status: () => ctx.terminals.list(agent).find(snapshot => snapshot.sessionId === id)?.status ?? { kind: 'exited', exitCode: null, signal: null },
+      status: () => {
+        // The terminal service ends with the world: a detached shell goes on, but not this client's.
+        if (disposed !== undefined) throw new WorldClosedError(`the world of terminal ${id} was ${detached ? 'detached (its held shells go on in the world)' : 'disposed'}: the terminal is no longer this client's`)
+        return ctx.terminals.list(agent).find(snapshot => snapshot.sessionId === id)?.status ?? { kind: 'exited', exitCode: null, signal: null }
+      },
       screen: async screenOptions => remoteHandleOf(runtime, created.pid).screen(screenOptions),
       resize: async (rows, cols) => remoteHandleOf(runtime, created.pid).resize(rows, cols),
       close: async () => { await ctx.terminals.kill(agent, id) },
@@ -312,6 +322,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     fs: ctx.get('fs'),
     open,
     detach: async () => {
+      detached ||= disposed === undefined
       const runtime = ctx.subprocess
       const left = runtime instanceof RemoteSubprocessRuntime ? runtime.detachHeldShells() : 0
       await (disposed ??= (async () => {

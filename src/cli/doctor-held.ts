@@ -9,6 +9,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { RemoteWorld } from '../backend/world.ts'
 import { type HeldShellMeta, heldShellDirectory, parseHeldMeta } from '../providers/remote/pty-holder/held-shell.ts'
+import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import { controlledRuntime } from './target.ts'
 
 /** How long ended holders may take to hang their shells up and remove their files (ms). */
@@ -57,6 +58,9 @@ export async function scanHeldShells(world: RemoteWorld, options: { reap: boolea
     const deadline = performance.now() + HOLDER_END_MS
     while (performance.now() < deadline && (await control.heldShellLines(directory)).some(line => live.some(meta => line.includes(`id=${meta.id} `)))) await delay(100)
     await control.removePaths(metas.flatMap(meta => [`${directory}/${meta.id}.meta`, `${directory}/${meta.id}.sock`]))
+    // This machine's records of them go too: the next run of their session starts fresh, with no loss to report.
+    const runtime = world.runtime
+    if (runtime instanceof RemoteSubprocessRuntime) await runtime.forgetHeldShells(metas.map(meta => meta.id))
   }
   return { shells, reaped: options.reap }
 }

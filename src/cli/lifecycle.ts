@@ -73,7 +73,11 @@ export function installSignalTeardown(): void {
       if (closing) return
       closing = true
       process.stderr.write(`\ndsh-remote-worlds: ${signal}: closing ${openWorlds.size} world(s) ...\n`)
-      const teardown = Promise.allSettled([...openWorlds.values()].map(leave => leave()))
+      const teardown = Promise.allSettled([...openWorlds.values()].map(leave => leave())).then(outcomes => {
+        // A detach (--persist client) resolves with the number of held shells it left running.
+        const left = outcomes.reduce((sum, outcome) => sum + (outcome.status === 'fulfilled' && typeof outcome.value === 'number' ? outcome.value : 0), 0)
+        if (left > 0) process.stderr.write(`# detached: ${left} held shell(s) go on in the world; a later run of the same --session and options takes them back\n`)
+      })
       void Promise.race([teardown, delay(SIGNAL_TEARDOWN_MS)]).then(() => process.exit(128 + numbers[signal]!))
     })
   }

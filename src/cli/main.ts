@@ -31,6 +31,7 @@ import { describeError, installSignalTeardown, withWorld } from './lifecycle.ts'
 import { type TargetFlags, controlledRuntime, resolveTarget } from './target.ts'
 import type { RemoteWorld } from '../backend/world.ts'
 import { SwarmSubprocessRuntime } from '../providers/swarm/swarm-runtime.ts'
+import { InvalidArgumentError } from '../providers/remote/errors.ts'
 
 /** Commander's collector of a repeatable option. */
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -79,12 +80,38 @@ function droppedSince(world: RemoteWorld, pid: number | undefined, gaps: number)
   return dropped > 0 ? { dropped } : {}
 }
 
-/** Say on stderr what a spawn found instead of a held shell to take back: the shell of the session that ended meanwhile. */
+/**
+ * Say on stderr what a spawn found instead of a held shell to take back: the shell of the session
+ * that ended meanwhile, or the session's held shells of other options, which it did not take.
+ */
 function noteHeld(world: RemoteWorld, pid: number | undefined): void {
-  const ending = heldHandleOf(world, pid)?.previousEnding
-  if (ending === undefined) return
-  const { outcome, tail } = ending
-  process.stderr.write(`# the held shell of this session ended while no client held it: ${outcome.signal !== null ? `killed by ${outcome.signal}` : `exit status ${outcome.exitCode}`}; its last output: ${JSON.stringify(tail.toString('utf8').slice(-500))}; this is a fresh shell\n`)
+  const handle = heldHandleOf(world, pid)
+  const ending = handle?.previousEnding
+  if (ending !== undefined) {
+    const { outcome, tail } = ending
+    process.stderr.write(`# the held shell of this session ended while no client held it: ${outcome.signal !== null ? `killed by ${outcome.signal}` : `exit status ${outcome.exitCode}`}; its last output: ${JSON.stringify(tail.toString('utf8').slice(-500))}; this is a fresh shell\n`)
+  }
+  const others = handle?.otherHeldShells ?? []
+  if (others.length > 0) {
+    const listed = others.map(shell => `pid ${shell.pid}${shell.cwd !== undefined ? ` in ${shell.cwd}` : ''}`).join(', ')
+    process.stderr.write(`# this session also holds ${others.length === 1 ? 'a shell' : `${others.length} shells`} started with other options (${listed}): a shell is taken back only by the options it started with (--cwd, --shell, --locale, --user, sandbox mode); this is a fresh shell\n`)
+  }
+}
+
+/**
+ * The command line that takes this run's held shell back: this one, less `--script FILE` and
+ * `--json` (a later run brings its own), each word quoted for sh.
+ */
+function takeBackCommand(): string {
+  const words: string[] = []
+  const given = process.argv.slice(2)
+  for (let i = 0; i < given.length; i += 1) {
+    const word = given[i]!
+    if (word === '--script') { i += 1; continue }
+    if (word.startsWith('--script=') || word === '--json') continue
+    words.push(word)
+  }
+  return ['dsh-remote-worlds', ...words].map(word => /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`).join(' ')
 }
 
 /** Say on stderr what of a dev container's configuration is not applied, and that --start started it (devcontainer-report.ts). */
@@ -139,7 +166,7 @@ targetOptions(program.command('shell'))
       await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
       // --persist client: a shell still running is left for the next run of its session.
-      if (target.persistence === 'client' && terminal.status().kind !== 'exited') process.stderr.write(`# detached: the shell goes on in the world; \`shell --persist client --session ${flags.session}\` with the same target takes it back\n`)
+      if (target.persistence === 'client' && terminal.status().kind !== 'exited') process.stderr.write(`# detached: the shell goes on in the world; \`${takeBackCommand()}\` takes it back\n`)
       else await terminal.close()
       if (typeof status === 'number') process.exitCode = status
     })
@@ -172,7 +199,7 @@ targetOptions(program.command('run'))
       }
       const pid = terminal.pid!
       if (target.persistence === 'client' && terminal.status().kind !== 'exited') {
-        process.stderr.write(`# detached: the shell (pid ${pid}) goes on in the world; \`run --persist client --session ${flags.session}\` with the same target takes it back\n`)
+        process.stderr.write(`# detached: the shell (pid ${pid}) goes on in the world; \`${takeBackCommand()} --script FILE\` takes it back\n`)
         return
       }
       await terminal.close()
@@ -188,6 +215,7 @@ targetOptions(program.command('doctor'))
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
   .option('--include-persistent', 'with --reap: also end the held shells (--persist) of this user, whoever holds them')
   .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean; includePersistent?: boolean }) => {
+    if (flags.includePersistent === true && flags.reap !== true) throw new InvalidArgumentError('--include-persistent widens --reap to the held shells: add --reap')
     const resolved = await resolveTarget(flags)
     // Doctor lists leftovers instead of reaping them on connect (the default of every other client).
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }

@@ -1,8 +1,9 @@
 /**
  * The CLI's held shells (issue 22), as a user runs them: `run --persist client --session NAME`
  * leaves its shell running at exit; `doctor` lists it; a later `run` of the same session and
- * target takes the same shell back (its pid, its environment); `doctor --reap
- * --include-persistent` ends it, and then `doctor` lists none.
+ * target takes the same shell back (its pid, its environment), and one with other options starts
+ * a fresh shell and says which it did not take; `doctor --reap --include-persistent` ends them,
+ * and then `doctor` lists none.
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -50,20 +51,43 @@ describe('the CLI with --persist client', () => {
     const first = await cli(['run', ...target, '--json', '--script', script('first.txt', ['export MARK=kept-$((40+2)); echo "pid=$$"'])])
     expect(first.code).toBe(0)
     const pid = /pid=(\d+)/.exec(first.stdout)![1]!
-    expect(first.stderr).toContain(`# detached: the shell (pid ${pid}) goes on in the world; \`run --persist client --session cli-held\` with the same target takes it back`)
+    expect(first.stderr).toContain(`# detached: the shell (pid ${pid}) goes on in the world; \`dsh-remote-worlds run ${target.join(' ')} --script FILE\` takes it back`)
 
     const listed = await cli(['doctor', '--docker', container.id, '--user', 'agent'])
     expect(listed.stdout).toMatch(new RegExp(`held shell [0-9a-f]{32}: shell ${pid} \\(holder \\d+\\), session cli-held, started \\S+: detached since \\S+ \\(ends 86400 s after that\\)`))
+
+    // Another cwd is another spec: a fresh shell, and the run says which shell it did not take.
+    const elsewhere = await cli(['run', ...target, '--cwd', '/', '--json', '--script', script('elsewhere.txt', ['echo "pid=$$"'])])
+    expect(elsewhere.code).toBe(0)
+    const other = /pid=(\d+)/.exec(elsewhere.stdout)![1]!
+    expect(other).not.toBe(pid)
+    expect(elsewhere.stderr).toContain(`# this session also holds a shell started with other options (pid ${pid} in `)
+    // So is another locale (the world's LANG, not the spec's env): the second run's shell is not taken either.
+    const otherLocale = await cli(['run', ...target, '--locale', 'C', '--json', '--script', script('locale.txt', ['echo "pid=$$ lang=$LANG"'])])
+    expect(otherLocale.code).toBe(0)
+    const third = /pid=(\d+) lang=C(?![.\w])/.exec(otherLocale.stdout)![1]!
+    expect([pid, other]).not.toContain(third)
+    expect(otherLocale.stderr).toContain('# this session also holds 2 shells started with other options (')
 
     const second = await cli(['run', ...target, '--json', '--script', script('second.txt', ['echo "mark=$MARK pid=$$"'])])
     expect(second.code).toBe(0)
     expect(second.stdout).toContain(`mark=kept-42 pid=${pid}`)
 
+    const unwidened = await cli(['doctor', '--docker', container.id, '--user', 'agent', '--include-persistent'])
+    expect(unwidened.code).toBe(2)
+    expect(unwidened.stderr).toContain('--include-persistent widens --reap to the held shells: add --reap')
     const reaped = await cli(['doctor', '--docker', container.id, '--user', 'agent', '--reap', '--include-persistent'])
     expect(reaped.stdout).toMatch(new RegExp(`held shell [0-9a-f]{32}: shell ${pid} .* — ended`))
+    expect(reaped.stdout).toMatch(new RegExp(`held shell [0-9a-f]{32}: shell ${other} .* — ended`))
+    expect(reaped.stdout).toMatch(new RegExp(`held shell [0-9a-f]{32}: shell ${third} .* — ended`))
     const after = await cli(['doctor', '--docker', container.id, '--user', 'agent'])
     expect(after.stdout).toContain('held shells (--persist; they outlive their clients):\n    none')
     expect((await execIn(container.id, ['sh', '-c', `kill -0 ${pid} 2>/dev/null && echo alive || echo gone`])).stdout.trim()).toBe('gone')
+    // The reap also forgot this machine's records: the session's next run starts fresh, with no loss to report.
+    const fresh = await cli(['run', ...target, '--json', '--script', script('fresh.txt', ['echo "pid=$$"', 'exit 0'])])
+    expect(fresh.stderr).not.toContain('HELD_SHELL_LOST')
+    expect(fresh.code).toBe(0)
+    expect(/pid=(\d+)/.exec(fresh.stdout)![1]).not.toBe(pid)
   }, 180_000)
 
   it('--persist client without --session, and --session alone, are refused with what to add', async () => {

@@ -287,6 +287,36 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 120_000)
 
+  it("a 'connection' shell whose client died ends once its reconnect deadline and 10 s passed, never living out the 24 h of 'client'", async () => {
+    try {
+      const plan = world.plan({ mode: 'connection', reconnectDeadlineMs: 1_000 }, { user })
+      const first = await startClient({ world: plan, session: session(), workspaceRoot: world.workspace, send: 'sleep 600' })
+      const [holder] = await holders(world.containerId(), user)
+      expect(holder).toBeDefined()
+      await first.kill()
+      // The holder's TTL is ceil(1000 ms / 1000) + 10 s; the wait allows three times that.
+      await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 33_000)
+      const alive = await execIn(world.containerId(), ['sh', '-c', `kill -0 ${first.pid} 2>/dev/null && echo alive || echo gone`])
+      expect(alive.stdout.trim()).toBe('gone')
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
+  it('a held start that fails (a shell that is not there) leaves no holder behind', async () => {
+    try {
+      const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), session())
+      const runtime = composed.runtime as RemoteSubprocessRuntime<never>
+      for (let attempt = 0; attempt < 3; attempt += 1) {
+        const failed = await runtime.spawnTerminal({ argv: ['/nonexistent/shell-x', '-i'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1_000 }).then(() => undefined, (error: unknown) => error as RemoteWorldError)
+        expect(failed?.code).toBe('ENOENT')
+      }
+      await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 20_000)
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
   it('the emulator rebuilt from a replay answers no query in it: a cursor position request printed while detached stays unanswered', async () => {
     try {
       const name = session()

@@ -81,6 +81,13 @@ describe('the key a spawn spec names a held shell by', () => {
     expect(heldShellKey({ ...spec, env: { ...spec.env, PS1: '$ ' } }, 'workspace-write')).not.toBe(key)
   })
 
+  it('names the locale the shell gets from the world, and no other world variable', () => {
+    const key = heldShellKey(spec, 'workspace-write', { LANG: 'C.UTF-8', HOME: '/home/agent' })
+    expect(heldShellKey(spec, 'workspace-write', { LANG: 'C.UTF-8', HOME: '/home/agent', SSH_CONNECTION: '127.0.0.1 50123 127.0.0.1 22' })).toBe(key)
+    expect(heldShellKey(spec, 'workspace-write', { LANG: 'C', HOME: '/home/agent' })).not.toBe(key)
+    expect(heldShellKey(spec, 'workspace-write', { LANG: 'C.UTF-8', LC_ALL: 'C', HOME: '/home/agent' })).not.toBe(key)
+  })
+
   it('a spec without a DSH session id names none', () => {
     expect(heldShellKey({ ...spec, env: { PS1: 'dsh> ' } }, undefined)).toBeUndefined()
   })

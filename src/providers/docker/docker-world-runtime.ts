@@ -14,10 +14,9 @@ import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime } from '../remote/runtime.ts'
 import { WORLD_OWNER } from '../remote/world-owner.ts'
-import { type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
+import type { TerminalTransport } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { terminalHolder } from '../remote/pty-holder/holder-install.ts'
-import { heldShellLabel, planHeldShell } from '../remote/pty-holder/held-shell.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { type TerminalEmulatorSettings, emulatorChoice } from '../../emulator/settings.ts'
 import type { DockerWorld } from './docker-world.ts'
@@ -65,6 +64,11 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
    * remoteEnv); in place. Default: nothing.
    */
   protected adjustEnvironment(_base: Record<string, string>): void {}
+
+  /** @inheritdoc */
+  protected async heldRecordsTarget(): Promise<string> {
+    return `docker:${(await this.world()).containerId}:${this.execUser ?? ''}`
+  }
 
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
     return world.control(this.execUser)
@@ -117,22 +121,10 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
       recoverControl: () => world.recoverControl(user),
       onTerminated: this.forgetTerminal,
     }
-    // Persistence 'client': the held shell this spec names, when this user recorded one.
-    const key = this.heldKey(spec)
-    const target = `docker:${world.containerId}:${user ?? ''}`
-    const taken = key === undefined ? {} : await this.takeBackTerminal(key, target, common)
-    if (taken.handle !== undefined) return this.adoptTerminal(taken.handle)
-    // A held shell (persistence): its tag names its holder, which no client's reaper outlives.
-    const held = this.persistence.mode === 'off' ? undefined : planHeldShell(control.info.uid)
-    const handle = await startRemoteTerminal({
-      ...common,
-      tag: held?.tag ?? this.ownership.newTag(),
-      open: script => held === undefined
-        ? this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols })
-        : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where: world.describe(user) }, command => world.openProcess(command, user, { stdin: true }), { key: key ?? '', label: heldShellLabel(spec) }),
+    const handle = await this.startTerminal(common, {
+      plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
+      pipe: command => world.openProcess(command, user, { stdin: true }),
     })
-    handle.previousEnding = taken.ended
-    if (held !== undefined && key !== undefined) await this.recordHeldShell(handle, held, key, target, control, spec)
     return this.adoptTerminal(handle)
   }
 

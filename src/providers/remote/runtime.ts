@@ -14,12 +14,12 @@ import { SessionOwnership, type SessionOwnershipOptions } from './ownership.ts'
 import { RemoteProcessSet, RemoteStateDirectory } from './process-runtime.ts'
 import { ResourceWatch } from './resource-events.ts'
 import type { ProcessTransport } from './process.ts'
-import { type RemoteTerminalHandle, type RemoteTerminalStart, type TerminalTransport, adoptRemoteTerminal } from './terminal.ts'
+import { type RemoteTerminalHandle, type RemoteTerminalStart, type TerminalTransport, adoptRemoteTerminal, startRemoteTerminal } from './terminal.ts'
 import type { SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import { HeldShellLostError } from './errors.ts'
-import { type DetachedEnding, DSH_PTY_SESSION_VARIABLE, heldShellKey, matchingRecords, takeHeldShell } from './pty-holder/held-adoption.ts'
-import { HeldShellRecords, heldRecordsDirectory } from './pty-holder/held-records.ts'
-import { type HeldShellPlan, type PipeOpener, startHeldShell } from './pty-holder/held-shell.ts'
+import { type DetachedEnding, DSH_PTY_SESSION_VARIABLE, DSH_SESSION_VARIABLE, heldShellKey, matchingRecords, takeHeldShell } from './pty-holder/held-adoption.ts'
+import { type HeldShellRecord, HeldShellRecords, heldRecordsDirectory } from './pty-holder/held-records.ts'
+import { type HeldShellPlan, type PipeOpener, heldShellLabel, planHeldShell, startHeldShell } from './pty-holder/held-shell.ts'
 import { terminalHolder } from './pty-holder/holder-install.ts'
 import { type Persistence, persistenceChoice } from './pty-holder/persistence.ts'
 import { type WorldOwner, WORLD_OWNER } from './world-owner.ts'
@@ -115,13 +115,46 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   abstract openProcess(script: string): Promise<ProcessTransport>
 
   /**
+   * Start the terminal of `start.spec`, one mechanism for every world: under persistence
+   * 'client', first take back the held shell this spec names (this user's record for `target`);
+   * else start a fresh one, held by dsh-pty in the world when persistence is on (its tag names
+   * the holder, which no client's reaper outlives), else on the world's own transport.
+   * @param world.plain - the transport of a shell that is not held.
+   * @param world.pipe - a pipe with stdin on the terminal's connection, for the holder's start.
+   * @returns the handle (not yet adopted: see {@link adoptTerminal}); `previousEnding` is set
+   *   when the recorded shell ended while no client held it, `otherHeldShells` when the session
+   *   holds shells of another spec.
+   * @throws the errors of {@link takeBackTerminal}, {@link heldTerminalTransport} and
+   *   `startRemoteTerminal`.
+   */
+  protected async startTerminal(start: Omit<RemoteTerminalStart, 'open' | 'tag'>, world: { plain(script: string): Promise<TerminalTransport>; pipe: PipeOpener }): Promise<RemoteTerminalHandle> {
+    const { spec, control, where } = start
+    const key = this.heldKey(spec, start.env)
+    const target = key === undefined ? '' : await this.heldRecordsTarget()
+    const taken = key === undefined ? {} : await this.takeBackTerminal(key, target, start)
+    if (taken.handle !== undefined) return taken.handle
+    const held = this.persistence.mode === 'off' ? undefined : planHeldShell(control.info.uid)
+    const handle = await startRemoteTerminal({
+      ...start,
+      tag: held?.tag ?? this.ownership.newTag(),
+      open: script => held === undefined
+        ? world.plain(script)
+        : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where }, world.pipe, { key: key ?? '', label: heldShellLabel(spec) }),
+    })
+    handle.previousEnding = taken.ended
+    handle.otherHeldShells = (taken.others ?? []).map(record => ({ pid: record.program.pid, cwd: record.cwd }))
+    if (held !== undefined && key !== undefined) await this.recordHeldShell(handle, held, key, target, control, spec)
+    return handle
+  }
+
+  /**
    * The transport of a held shell (persistence 'connection' or 'client'): dsh-pty holds it in the
    * world (pty-holder/held-shell.ts), started through `open` (the pipe of the terminal's
    * connection); later pipes to it are this runtime's {@link openProcess}.
    * @throws PersistenceUnavailableError where dsh-pty cannot run in this world (the reason).
    * @throws the holder's start errors (SpawnFailedError, TransportError).
    */
-  protected async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, open: PipeOpener, identity: { key: string; label: string }): Promise<TerminalTransport> {
+  private async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, open: PipeOpener, identity: { key: string; label: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this.owner)
     if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence '${this.persistence.mode}' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
     return startHeldShell(plan, {
@@ -140,10 +173,26 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * Persistence 'client': the key a spawn spec names a held shell by (pty-holder/held-adoption.ts
    * `heldShellKey`), undefined when the mode is another or the spec has no DSH session id.
    */
-  protected heldKey(spec: SubprocessTerminalSpawnSpec): string | undefined {
+  private heldKey(spec: SubprocessTerminalSpawnSpec, env: Readonly<Record<string, string>>): string | undefined {
     if (this.persistence.mode !== 'client') return undefined
     const policy = this.ctx.get('sandboxPolicy') as { defaultMode?: string } | undefined
-    return heldShellKey(spec, policy?.defaultMode)
+    return heldShellKey(spec, policy?.defaultMode, env)
+  }
+
+  /**
+   * What this client's records of held shells name the world by (pty-holder/held-records.ts):
+   * `docker:CONTAINER_ID:USER`, `ssh:USER@HOST:PORT`.
+   */
+  protected abstract heldRecordsTarget(): Promise<string>
+
+  /**
+   * Forget this client's records of the held shells `ids` of this world (doctor's reap ended
+   * them), so a later spawn of their session starts fresh without reporting them lost.
+   */
+  async forgetHeldShells(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return
+    const records = this.heldRecords(await this.heldRecordsTarget())
+    for (const id of ids) await records.remove(id)
   }
 
   /** The records of held shells this user keeps for `target` (pty-holder/held-records.ts). */
@@ -160,10 +209,12 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    *   pid is another process's: the record is dropped, so the next spawn starts fresh),
    *   HeldShellBusyError, HeldShellDeniedError.
    */
-  protected async takeBackTerminal(key: string, target: string, start: Omit<RemoteTerminalStart, 'open' | 'tag'>): Promise<{ handle?: RemoteTerminalHandle; ended?: DetachedEnding }> {
+  private async takeBackTerminal(key: string, target: string, start: Omit<RemoteTerminalStart, 'open' | 'tag'>): Promise<{ handle?: RemoteTerminalHandle; ended?: DetachedEnding; others?: HeldShellRecord[] }> {
     const records = this.heldRecords(target)
-    const [record] = matchingRecords(await records.list(), key, start.spec)
-    if (record === undefined) return {}
+    const listed = await records.list()
+    const [record] = matchingRecords(listed, key, start.spec)
+    const session = start.spec.env?.[DSH_SESSION_VARIABLE]
+    if (record === undefined) return { others: listed.filter(entry => entry.dshSession !== undefined && entry.dshSession === session) }
     const holder = await terminalHolder(this.owner)
     if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence 'client' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
     let taken
@@ -188,7 +239,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * Persistence 'client': record the held shell of `plan` that `handle` runs, so a later client
    * of this user takes it back (pty-holder/held-records.ts); forgotten when it ends.
    */
-  protected async recordHeldShell(handle: RemoteTerminalHandle, plan: HeldShellPlan, key: string, target: string, control: ControlChannel, spec: SubprocessTerminalSpawnSpec): Promise<void> {
+  private async recordHeldShell(handle: RemoteTerminalHandle, plan: HeldShellPlan, key: string, target: string, control: ControlChannel, spec: SubprocessTerminalSpawnSpec): Promise<void> {
     const holder = handle.worldParent
     if (holder === undefined) return
     const world = await control.worldIdentity()
@@ -196,7 +247,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     await records.add({
       key, id: plan.id, stem: plan.stem, secret: plan.secret.toString('hex'), tag: plan.tag,
       holder, session: handle.session, program: handle.identity, ...world,
-      pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, created: Date.now(),
+      pty: spec.env?.[DSH_PTY_SESSION_VARIABLE] ?? null, created: Date.now(), dshSession: spec.env?.[DSH_SESSION_VARIABLE], cwd: spec.cwd,
     })
     this.forgetRecordWhenEnded(handle, records, plan.id)
   }

@@ -73,6 +73,11 @@ export interface TerminalTransport {
    * it was detached: pty-holder/held-terminal.ts), in order; absent where nothing can be dropped.
    */
   readonly gaps?: readonly OutputGap[] | undefined
+  /**
+   * End what the transport holds in the world and release it, for a start that failed: a held
+   * shell is hung up rather than left for its TTL (pty-holder/held-terminal.ts). Absent: `close`.
+   */
+  discard?(): void
   /** The shell outlives this transport (a held shell: pty-holder/held-terminal.ts). */
   readonly held?: boolean | undefined
   /**
@@ -246,9 +251,10 @@ export async function startRemoteTerminal(start: RemoteTerminalStart): Promise<R
     emulator?.close()
     throw error
   }
-  /** Release what a failed start made (the PTY transport and the emulator). */
+  /** Release what a failed start made (the PTY transport, a held shell with it, and the emulator). */
   const abandon = (): void => {
-    transport.close()
+    if (transport.discard !== undefined) transport.discard()
+    else transport.close()
     emulator?.close()
   }
   const scanner = new BoundaryScanner(wrapper.nonce)
@@ -514,6 +520,12 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    * (its status and last output), when this spawn found one instead of a shell to take back.
    */
   previousEnding: { outcome: SubprocessOutcome; tail: Buffer } | undefined
+  /**
+   * Persistence 'client': the held shells this user recorded for the same DSH session that this
+   * spawn did not take back, their spec being another (cwd, argv, environment or sandbox mode):
+   * the shell's pid and cwd. Empty otherwise.
+   */
+  otherHeldShells: readonly { pid: number; cwd: string | undefined }[] = []
 
   /** Whether the shell is held in the world (persistence 'connection' or 'client'): it outlives its transport. */
   get held(): boolean {

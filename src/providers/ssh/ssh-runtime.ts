@@ -18,10 +18,9 @@ import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime, parseRuntimeConfig } from '../remote/runtime.ts'
 import { WORLD_OWNER } from '../remote/world-owner.ts'
-import { type RemoteTerminalHandle, type TerminalTransport, startRemoteTerminal } from '../remote/terminal.ts'
+import type { RemoteTerminalHandle, TerminalTransport } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { holderScript, terminalHolder } from '../remote/pty-holder/holder-install.ts'
-import { heldShellLabel, planHeldShell } from '../remote/pty-holder/held-shell.ts'
 import { persistenceChoice } from '../remote/pty-holder/persistence.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
@@ -91,6 +90,12 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     return buildSshWorld(this.config, this.extras, this.ownership)
   }
 
+  /** @inheritdoc */
+  protected async heldRecordsTarget(): Promise<string> {
+    const { target } = (await this.world()).options.hop
+    return `ssh:${target.user}@${target.host}:${target.port}`
+  }
+
   protected disposalControl(world: SshWorld): Promise<ControlChannel> {
     return world.control()
   }
@@ -138,9 +143,6 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
     // domain); a refused channel (the server's MaxSessions) moves it to another connection.
     // The connection stays open until the terminal's teardown ended (the proof of quiescence
     // runs on its control channel after the shell, and so the PTY channel, is gone).
-    const key = this.heldKey(spec)
-    const { target } = world.options.hop
-    const recordTarget = `ssh:${target.user}@${target.host}:${target.port}`
     const handle = await world.withSlot(async lease => {
       const unhold = lease.retain()
       try {
@@ -158,21 +160,10 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
             this.forgetTerminal(terminated)
           },
         }
-        // Persistence 'client': the held shell this spec names, when this user recorded one.
-        const taken = key === undefined ? {} : await this.takeBackTerminal(key, recordTarget, common)
-        if (taken.handle !== undefined) return taken.handle
-        // A held shell (persistence): its tag names its holder, which no client's reaper outlives.
-        const held = this.persistence.mode === 'off' ? undefined : planHeldShell(lease.connection.control.info.uid)
-        const started = await startRemoteTerminal({
-          ...common,
-          tag: held?.tag ?? this.ownership.newTag(),
-          open: script => held === undefined
-            ? this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() })
-            : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }, async command => processTransport(await lease.exec(command), lease.connection, true), { key: key ?? '', label: heldShellLabel(spec) }),
+        return await this.startTerminal(common, {
+          plain: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
+          pipe: async command => processTransport(await lease.exec(command), lease.connection, true),
         })
-        started.previousEnding = taken.ended
-        if (held !== undefined && key !== undefined) await this.recordHeldShell(started, held, key, recordTarget, lease.connection.control, spec)
-        return started
       } catch (error) {
         unhold()
         throw error

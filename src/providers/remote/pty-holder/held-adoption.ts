@@ -26,17 +26,27 @@ export const REPLAY_BYTES = 64 * 1024
 /** terminal-bash's prompt marker (OSC 133 ; D ; STATUS BEL), printed before each prompt. */
 const PROMPT_MARKER = Buffer.from('\x1b]133;D')
 
+/** Whether `name` is a locale variable (locale(7): LANG, LANGUAGE, LC_*). */
+function isLocaleVariable(name: string): boolean {
+  return name === 'LANG' || name === 'LANGUAGE' || name.startsWith('LC_')
+}
+
 /**
  * What a spawn spec names as a held shell: the DSH session id, the argv (a sandbox wrapper
  * included), the cwd, the environment but for per-process ids (DSH_PTY_SESSION_ID restarts at 1
- * in each harness process), and the sandbox mode, so a shell is never taken back across modes.
- * Undefined when the spec has no DSH session id (nothing durable to name it by).
+ * in each harness process), the locale the shell gets (`worldEnv`: the program's complete
+ * environment, of which only the locale variables count, since the rest of the world's ambient
+ * environment may name the connection, as SSH_CONNECTION does), and the sandbox mode, so a shell
+ * is never taken back across modes or locales. Undefined when the spec has no DSH session id
+ * (nothing durable to name it by).
  */
-export function heldShellKey(spec: SubprocessTerminalSpawnSpec, sandboxMode: string | undefined): string | undefined {
+export function heldShellKey(spec: SubprocessTerminalSpawnSpec, sandboxMode: string | undefined, worldEnv: Readonly<Record<string, string>> = {}): string | undefined {
   const session = spec.env?.[DSH_SESSION_VARIABLE]
   if (session === undefined) return undefined
-  const env = Object.entries(spec.env ?? {}).filter(([name]) => name !== DSH_PTY_SESSION_VARIABLE).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
-  return createHash('sha256').update(JSON.stringify({ session, argv: spec.argv, cwd: spec.cwd, env, mode: sandboxMode ?? null })).digest('hex')
+  const byName = ([a]: [string, string], [b]: [string, string]): number => a < b ? -1 : a > b ? 1 : 0
+  const env = Object.entries(spec.env ?? {}).filter(([name]) => name !== DSH_PTY_SESSION_VARIABLE).sort(byName)
+  const locale = Object.entries(worldEnv).filter(([name]) => isLocaleVariable(name)).sort(byName)
+  return createHash('sha256').update(JSON.stringify({ session, argv: spec.argv, cwd: spec.cwd, env, locale, mode: sandboxMode ?? null })).digest('hex')
 }
 
 /** Of `records`, the ones named `key`, the one with the spec's terminal number first, then the oldest. */

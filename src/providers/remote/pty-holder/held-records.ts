@@ -44,6 +44,9 @@ export interface HeldShellRecord {
   pty: string | null
   /** When it started (ms since the epoch). */
   created: number
+  /** The spec's DSH session id and cwd, to say which shells of a session another spec did not take back (absent in older records). */
+  dshSession?: string | undefined
+  cwd?: string | undefined
 }
 
 /**

@@ -104,7 +104,7 @@ export async function startHeldShell(plan: HeldShellPlan, start: HeldShellStart)
     held: {
       spawn: {
         logBytes: start.persistence.logBytes,
-        ttlSeconds: Math.ceil(start.persistence.ttlMs / 1000),
+        ttlSeconds: heldTtlSeconds(start.persistence),
         secretDigest: createHash('sha256').update(plan.secret).digest(),
         owner: plan.owner,
         controller: start.controller,
@@ -114,6 +114,24 @@ export async function startHeldShell(plan: HeldShellPlan, start: HeldShellStart)
       link: heldShellLink(plan, start),
     },
   })
+}
+
+/**
+ * What a 'connection' shell's holder waits beyond the reconnect deadline (s): the holder may see
+ * the pipe go some time before the client does (a relay that ended first).
+ */
+const CONNECTION_TTL_SLACK_S = 10
+
+/**
+ * How long a held shell lives without a controller (s; the holder's TTL, hold.c). 'client': the
+ * setting's `ttlMs`. 'connection': the reconnect deadline and a slack, since only the client that
+ * started the shell may reach it again and it stops trying then; a client that died leaves
+ * nothing for longer (never the 24 h of 'client').
+ */
+export function heldTtlSeconds(persistence: Pick<Persistence, 'mode' | 'ttlMs' | 'reconnectDeadlineMs'>): number {
+  return persistence.mode === 'connection'
+    ? Math.ceil(persistence.reconnectDeadlineMs / 1000) + CONNECTION_TTL_SLACK_S
+    : Math.ceil(persistence.ttlMs / 1000)
 }
 
 /** The DSH ids terminal-bash puts in a terminal's environment (dsh-terminal-bash `childEnvironment`). */

@@ -321,6 +321,21 @@ export class HeldTerminal implements TerminalTransport {
   }
 
   /**
+   * End a held shell and release the pipe: for a start that failed, whose shell nobody will take
+   * back and which must not live out its TTL. The holder hangs the shell up (SIGHUP, then
+   * SIGKILL to its group after a grace) and ends (`Q`, hold.c). Not held, or no pipe up: as
+   * {@link close} (a held shell's holder then ends at its TTL).
+   */
+  discard(): void {
+    const wire = this.wire
+    if (this.link === undefined || wire === undefined || !wire.live || wire.gone) {
+      this.close()
+      return
+    }
+    this.sendOn(wire, releaseFrame()).catch(() => undefined).finally(() => this.close())
+  }
+
+  /**
    * Signal the PTY's foreground process group through the holder: the kernel names the group
    * (TIOCGPGRP on the master), so the request waits behind no other terminal's probes, and no
    * other tty's group can be hit. SIGKILL to `program`'s own group (its prompt) is refused.

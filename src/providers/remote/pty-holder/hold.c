@@ -40,7 +40,9 @@
  *   A attach  u8[32] secret, u8 takeover, u64 resume offset (top bit set: the rest counts bytes
  *             back from the log's head), u32 credit, then the controller id (u16-prefixed).
  *   J input   u64 offset of the first byte in the shell's input, then the bytes.
- *   Q release the client collected the shell's exit: the holder ends.
+ *   Q release the client is done with the shell: it collected the exit, or (a shell still
+ *             running, whose start failed on the client's side) the holder hangs it up; the
+ *             holder ends.
  * Holder to client:
  *   a attach reply  u8 status (0 attached, 1 busy, 2 denied: wrong secret, 3 invalid: no shell
  *             yet or a resume offset beyond the log), u32 holder pid, u32 shell pid, u64 log
@@ -538,7 +540,10 @@ static int controller_frame(unsigned char type, const unsigned char *p, uint32_t
     uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
     queue_frame(&H.controller, 'f', reply, reply_length);
   } else if (type == 'Q') {
+    /* A shell still running is one whose start failed on the client's side: nobody will take
+     * it back, so it must not live out its TTL. */
     if (H.ended) { flush_conn(&H.controller); finish(0); }
+    else hang_up();
   }
   return 0;
 }
