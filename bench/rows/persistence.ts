@@ -92,12 +92,14 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
         await back.close()
       }
     }
+    // The reader of the replay rows: a world of its own, as a later client is (the detached world is closed).
+    const reader = (await compose({ mode: 'connection', stateDir })).runtime as RemoteSubprocessRuntime<never>
     for (let run = 0; run < Math.min(runs, 3); run += 1) {
       // A detached shell whose log holds 8 MiB (a 16 MiB output: the oldest half dropped).
       const session = `bench-${randomBytes(4).toString('hex')}`
       const first = await compose({ mode: 'client', stateDir }, session)
       const terminal = await first.open()
-      const runtime = first.runtime as RemoteSubprocessRuntime<never>
+      const runtime = reader
       const pid = terminal.pid!
       terminal.startSend('head -c 16777216 /dev/zero | tr "\\0" x; sleep 600').done.catch(() => undefined)
       const holder = await terminalHolder(runtime[WORLD_OWNER])
