@@ -82,7 +82,10 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
         const session = `bench-${randomBytes(4).toString('hex')}`
         const first = await compose({ mode: 'client', stateDir }, session)
         const terminal = await first.open()
-        if (command !== undefined) terminal.startSend(command).done.catch(() => undefined)
+        if (command !== undefined) {
+          terminal.startSend(command).done.catch(() => undefined)
+          await withTimeout(echoed(terminal, command), 'the busy command echoed')
+        }
         await first.detach()
         const next = await compose({ mode: 'client', stateDir }, session)
         const started = performance.now()
@@ -101,7 +104,9 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
       const terminal = await first.open()
       const runtime = reader
       const pid = terminal.pid!
-      terminal.startSend('head -c 16777216 /dev/zero | tr "\\0" x; sleep 600').done.catch(() => undefined)
+      const flood = 'head -c 16777216 /dev/zero | tr "\\0" x; sleep 600'
+      terminal.startSend(flood).done.catch(() => undefined)
+      await withTimeout(echoed(terminal, flood), 'the flood command echoed')
       const holder = await terminalHolder(runtime[WORLD_OWNER])
       if (!('path' in holder)) throw new Error(holder.unavailable)
       const record = await recordOf(stateDir, pid)
@@ -112,12 +117,12 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
       const started = performance.now()
       const { terminal: held } = await attachHeldShell(await reopen(), world, { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: reopen, deadlineMs: 30_000 }, { fromHead: REPLAY_ROW_BYTES }, true)
       let received = 0
-      await new Promise<void>(resolve => {
+      await withTimeout(new Promise<void>(resolve => {
         held.output.on('data', (chunk: Buffer) => {
           received += chunk.length
           if (received >= REPLAY_ROW_BYTES) resolve()
         })
-      })
+      }), 'the replay of 8 MiB')
       pushSample(samples, 'replay throughput (8 MiB log)', { ms: performance.now() - started })
       held.close()
       await runtime.control().then(control => control.kill('TERM', [record.holder])).catch(() => undefined)
@@ -127,6 +132,14 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
     // Whatever this family left held (the busy rows' loops end with their terminals).
     await rm(stateDir, { recursive: true, force: true })
   }
+}
+
+/**
+ * Resolves once the tty echoed `command`: its bytes reached the shell, so a detach from here on
+ * cannot take them with it (a write still in flight is not replayed by a later client).
+ */
+async function echoed(terminal: { read(): { text: string } }, command: string): Promise<void> {
+  while (!terminal.read().text.includes(command)) await new Promise(resolve => setTimeout(resolve, 20))
 }
 
 /** The held-shell record (secret, stem, holder) of the shell with program pid `pid` in `stateDir`. */
