@@ -291,8 +291,9 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     try {
       const plan = world.plan({ mode: 'connection', reconnectDeadlineMs: 1_000 }, { user })
       const first = await startClient({ world: plan, session: session(), workspaceRoot: world.workspace, send: 'sleep 600' })
-      const [holder] = await holders(world.containerId(), user)
-      expect(holder).toBeDefined()
+      // The shell runs under its dsh-held holder, the one this user has.
+      const parent = await execIn(world.containerId(), ['ps', '-o', 'ppid=', '-p', String(first.pid)])
+      expect(await holders(world.containerId(), user)).toEqual([Number(parent.stdout.trim())])
       await first.kill()
       // The holder's TTL is ceil(1000 ms / 1000) + 10 s; the wait allows three times that.
       await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 33_000)
