@@ -104,7 +104,8 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
       const terminal = await first.open()
       const runtime = reader
       const pid = terminal.pid!
-      const flood = 'head -c 16777216 /dev/zero | tr "\\0" x; sleep 600'
+      // The sleep first: the echo must be on the screen before 16 MiB without a newline push it out of the scrollback.
+      const flood = 'sleep 1; head -c 16777216 /dev/zero | tr "\\0" x; sleep 600'
       terminal.startSend(flood).done.catch(() => undefined)
       await withTimeout(echoed(terminal, flood), 'the flood command echoed')
       const holder = await terminalHolder(runtime[WORLD_OWNER])
@@ -117,13 +118,19 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
       const started = performance.now()
       const { terminal: held } = await attachHeldShell(await reopen(), world, { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: reopen, deadlineMs: 30_000 }, { fromHead: REPLAY_ROW_BYTES }, true)
       let received = 0
-      await withTimeout(new Promise<void>(resolve => {
+      const replayed = await withTimeout(new Promise<void>(resolve => {
         held.output.on('data', (chunk: Buffer) => {
           received += chunk.length
           if (received >= REPLAY_ROW_BYTES) resolve()
         })
-      }), 'the replay of 8 MiB')
-      pushSample(samples, 'replay throughput (8 MiB log)', { ms: performance.now() - started })
+      }), 'the replay of 8 MiB').then(() => true, (error: Error) => {
+        // Known and open (issue 22 note): a replay of a large log to a client attached to an idle
+        // shell can stop after 512 KiB with its credit granted. Said, not sampled, and the row
+        // goes on, so one stall does not end the whole bench.
+        console.error(`[bench] ${world}: replay throughput: STALLED after ${received} of ${REPLAY_ROW_BYTES} bytes (${error.message}); no sample`)
+        return false
+      })
+      if (replayed) pushSample(samples, 'replay throughput (8 MiB log)', { ms: performance.now() - started })
       held.close()
       await runtime.control().then(control => control.kill('TERM', [record.holder])).catch(() => undefined)
     }

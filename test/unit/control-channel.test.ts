@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -101,6 +101,32 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
       expect(texts).toEqual(['low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n', 'max\n', 'max 3\n', undefined, undefined])
       channel.close()
     } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('findWorldTool: the first cache directory whose SHA/NAME copy is this user\'s, no symlink, and runs --version', async () => {
+    const { channel } = await localChannel()
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-tool-'))
+    try {
+      const sha = 'ab'.repeat(32)
+      const copy = (base: string, script: string): void => {
+        mkdirSync(join(base, sha), { recursive: true })
+        writeFileSync(join(base, sha, 'dsh-pty'), script, { mode: 0o700 })
+      }
+      // A copy that cannot run, one behind a symlinked directory, then two good ones.
+      copy(join(dir, 'broken'), '#!/bin/sh\nexit 1\n')
+      copy(join(dir, 'real'), '#!/bin/sh\nexit 0\n')
+      symlinkSync(join(dir, 'real'), join(dir, 'link'))
+      copy(join(dir, 'good'), '#!/bin/sh\n[ "$1" = --version ] || exit 2\nread -r line && exit 3\nexit 0\n')
+      const dirs = ['missing', 'broken', 'link', 'good', 'real'].map(name => join(dir, name))
+      expect(await channel.findWorldTool('dsh-pty', sha, dirs)).toBe(3)
+      expect(await channel.findWorldTool('dsh-pty', 'cd'.repeat(32), dirs)).toBeUndefined()
+      expect(await channel.findWorldTool('dsh-fsd', sha, dirs)).toBeUndefined()
+      // The channel still answers: the copy's --version read no request of it.
+      expect(await channel.request('ping')).toEqual(['ok', 'pong'])
+    } finally {
+      channel.close()
       rmSync(dir, { recursive: true, force: true })
     }
   })

@@ -38,18 +38,6 @@ export function cacheDirectories(ambient: Readonly<Record<string, string>>, uid:
   return dirs.filter(dir => !/[\0\n]/.test(dir))
 }
 
-/** The script that prints `have PATH` for a working copy in one of `dirs`, else `need`. */
-export function findToolScript(name: string, sha256: string, dirs: readonly string[]): string {
-  return [
-    `n=${shQuote(name)} s=${shQuote(sha256)}`,
-    `for b in ${dirs.map(dir => shQuote(dir)).join(' ')}; do`,
-    '  f="$b/$s/$n"',
-    '  if [ -f "$f" ] && [ -x "$f" ] && [ -O "$b" ] && [ ! -L "$b" ] && [ -O "$b/$s" ] && [ ! -L "$b/$s" ] && "$f" --version >/dev/null 2>&1 </dev/null; then echo "have $f"; exit 0; fi',
-    'done',
-    'echo need',
-  ].join('\n')
-}
-
 /**
  * The script that copies its stdin (`size` bytes with hash `sha256`) into the first of `dirs`
  * that holds a running copy; prints `have PATH`, or one `skip DIR: why` line a directory and
@@ -133,9 +121,10 @@ async function install(owner: WorldOwner, name: WorldToolName): Promise<Installe
   const build = worldTool(name, control.info.arch)
   const { ambient } = await owner.userEnvironment()
   const dirs = cacheDirectories(ambient, control.info.uid)
-  const found = await runInWorld(owner, findToolScript(name, build.sha256, dirs))
-  const have = /^have (\/.*)$/m.exec(found.stdout)
-  if (have !== null) return { path: have[1]!, copied: false }
+  // A copy there already is found on the control channel (control.sh `tool`: one fork); only a
+  // copy runs a setup script.
+  const found = await control.findWorldTool(name, build.sha256, dirs)
+  if (found !== undefined) return { path: posix.join(dirs[found]!, build.sha256, name), copied: false }
   const result = await runInWorld(owner, installToolScript(name, build.sha256, build.bytes.length, dirs), build.bytes)
   const copied = /^have (\/.*)$/m.exec(result.stdout)
   if (copied !== null) return { path: copied[1]!, copied: true }
