@@ -70,6 +70,11 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
     return `docker:${(await this.world()).containerId}:${this.execUser ?? ''}`
   }
 
+  /** @inheritdoc */
+  override async answering(): Promise<boolean> {
+    return (await this.world()).answering
+  }
+
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
     return world.control(this.execUser)
   }

@@ -79,6 +79,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     userEnvironment: () => this.userEnvironment(),
     openProcess: script => this.openProcess(script),
     newTag: () => this.newTag(),
+    answering: () => this.answering(),
   }
 
   /**
@@ -341,6 +342,11 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   protected async worldArgv(argv: readonly string[], control: ControlChannel, path: string | undefined): Promise<readonly string[] | undefined> {
     if (argv[0] === undefined || !isPackagedRipgrep(argv[0])) return undefined
     return [await worldRipgrep(this[WORLD_OWNER], control, path), ...argv.slice(1)]
+  }
+
+  /** See {@link WorldOwner.answering}: true unless a world knows better (Docker's event watch). */
+  async answering(): Promise<boolean> {
+    return true
   }
 
   /** @throws WorldClosedError once disposal began. */

@@ -33,6 +33,16 @@ export interface WorldOwner {
   openProcess(script: string): Promise<ProcessTransport>
   /** A new session tag of this client (ownership.ts): a program carrying it is reaped when the client is gone. */
   newTag(): string
+  /**
+   * Whether the world answers its programs now, as far as this client knows without asking it:
+   * false for a container the engine reported paused or stopped (Docker's event watch,
+   * docker/state-watch.ts), or whose events it cannot follow; true for SSH worlds. A lookup
+   * only the world's own programs can answer (a control-channel request) is skipped when false,
+   * so the caller meets the world's own error at once (an exec's TargetNotRunningError) instead
+   * of waiting out the control channel's bound.
+   * @throws the world's open errors.
+   */
+  answering(): Promise<boolean>
 }
 
 /** The property a runtime exposes its owner by (a symbol, so no seam's own names are taken). */

@@ -122,8 +122,9 @@ async function install(owner: WorldOwner, name: WorldToolName): Promise<Installe
   const { ambient } = await owner.userEnvironment()
   const dirs = cacheDirectories(ambient, control.info.uid)
   // A copy there already is found on the control channel (control.sh `tool`: one fork); only a
-  // copy runs a setup script.
-  const found = await control.findWorldTool(name, build.sha256, dirs)
+  // copy runs a setup script. A world that does not answer now (a paused container) is not
+  // asked: the copy's exec meets its error (TargetNotRunningError) at once.
+  const found = await owner.answering() ? await control.findWorldTool(name, build.sha256, dirs) : undefined
   if (found !== undefined) return { path: posix.join(dirs[found]!, build.sha256, name), copied: false }
   const result = await runInWorld(owner, installToolScript(name, build.sha256, build.bytes.length, dirs), build.bytes)
   const copied = /^have (\/.*)$/m.exec(result.stdout)
