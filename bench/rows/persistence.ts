@@ -124,9 +124,8 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
           if (received >= REPLAY_ROW_BYTES) resolve()
         })
       }), 'the replay of 8 MiB').then(() => true, (error: Error) => {
-        // Known and open (issue 22 note): a replay of a large log to a client attached to an idle
-        // shell can stop after 512 KiB with its credit granted. Said, not sampled, and the row
-        // goes on, so one stall does not end the whole bench.
+        // A replay that stops (as one did after 512 KiB before the holder pumped its log on when
+        // its socket took all: hold.c serve) is said, not sampled, and the row goes on.
         console.error(`[bench] ${world}: replay throughput: STALLED after ${received} of ${REPLAY_ROW_BYTES} bytes (${error.message}); no sample`)
         return false
       })

@@ -159,6 +159,27 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 120_000)
 
+  it('a shell that printed 4 MiB while its transport was down, then waited at its prompt: after the reconnect all of it arrives and the send settles there', async () => {
+    try {
+      const composed = await opened(world.plan({ mode: 'connection' }, { user }), undefined, { idleSilenceMs: 60_000 })
+      const terminal = await composed.open()
+      const send = terminal.startSend("sleep 2; head -c 4194304 /dev/zero | tr '\\0' x; echo; echo end-$((40+2))")
+      await waitFor(async () => (await execIn(world.containerId(), ['pgrep', '-x', '-u', user, 'sleep'])).exitCode, code => code === 0, 10_000)
+      const cut = world.proxy().cut(5_000)
+      // The relay ends too: the holder has no controller while the shell prints, so the 4 MiB
+      // wait in its log, and the shell is back at its prompt, printing nothing, when the client
+      // resumes far behind the log's head.
+      await execIn(world.containerId(), ['pkill', '-9', '-x', '-u', user, 'dsh-pty'])
+      await cut
+      const result = await send.done
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.viewport).toContain('end-42')
+      await terminal.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
   it('1000 sends of `echo L$n >> f` while the transport drops at random: every line once, in order', async () => {
     const file = `${world.workspace}/held-lines-${randomBytes(4).toString('hex')}`
     let cutting = true

@@ -538,6 +538,10 @@ static int controller_frame(unsigned char type, const unsigned char *p, uint32_t
   } else if (type == 'F' && length >= 16) {
     unsigned char reply[14 + FG_CALL_MAX];
     uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
+    /* A read proven while the log holds output this controller was not sent yet (a client that
+     * resumed behind the head) is not reported: the answer would overtake what the program
+     * printed before it read, and terminal-bash would settle the send without it. */
+    if (reply_length >= 14 && H.sent < H.head) { reply[13] = 0; reply_length = 14; }
     queue_frame(&H.controller, 'f', reply, reply_length);
   } else if (type == 'Q') {
     /* A shell still running is one whose start failed on the client's side: nobody will take
@@ -613,9 +617,17 @@ static void serve(void) {
     if (!H.started && now - H.detached_at >= SPAWN_BOUND_MS) finish(1);
     int attached_now = H.controller.fd >= 0;
     if (H.ended && !H.drained && (H.master_hup || ((!attached_now || H.credit > 0) && now - H.ended_at >= DRAIN_BOUND_MS))) drain_done();
-    /* Every turn ends here with what it made sent: output the log holds, the exit frame, replies. */
-    pump();
-    flush_conn(&H.controller);
+    /* Every turn ends here with what it made sent: output the log holds, the exit frame, replies.
+     * pump() queues at most QUEUE_LOW; when the socket takes all of it, no POLLOUT is asked and
+     * nothing else may wake this loop (an idle shell: no PTY output), so pump again until the
+     * socket is full or the log or the credit has no more. Without this, a client resuming far
+     * behind the head of an idle shell's log got 256 to 512 KiB and then nothing. */
+    for (;;) {
+      uint64_t sent = H.sent;
+      pump();
+      flush_conn(&H.controller);
+      if (H.controller.fd < 0 || H.controller.out_len > 0 || H.sent == sent) break;
+    }
     for (int i = 0; i < MAX_PENDING; i++) flush_conn(&H.pending[i]);
     struct pollfd fds[4 + MAX_PENDING];
     int count = 0, master_at = -1, controller_at = -1, pending_at[MAX_PENDING];
