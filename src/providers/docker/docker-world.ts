@@ -209,7 +209,6 @@ export class DockerWorld {
     }
   }
 
-  /** Short description for messages. */
   /**
    * Whether the container answers its programs now, by the engine's events (state-watch.ts):
    * false once it was reported paused, stopped or gone, or when its events cannot be followed.
@@ -218,6 +217,7 @@ export class DockerWorld {
     return this.stateWatch.usable
   }
 
+  /** Short description for messages. */
   describe(user?: string): string {
     return `docker container ${this.containerId.slice(0, 12)}${user === undefined ? '' : ` as ${user}`}`
   }
