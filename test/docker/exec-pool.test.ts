@@ -132,7 +132,7 @@ describe('spawns on the pool\'s launchers in the docker world, as agent', () => 
 })
 
 describe('a paused container in the docker world, as agent', () => {
-  it('spawns and terminals fail at once with TargetNotRunningError while it is paused (the pooled execs never take a spec), and work again after unpause', async () => {
+  it('spawns and terminals fail at once with TargetNotRunningError while it is paused (the pooled execs never take a spec; a first terminal even before the pause event arrived), and work again after unpause', async () => {
     const paused = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'exec-pool' } })
     const ctx = new Context()
     await ctx.plugin(DockerSubprocessRuntime, { container: paused.id, user: 'agent' })
@@ -148,8 +148,13 @@ describe('a paused container in the docker world, as agent', () => {
       // a fact this test asserts).
       await new Promise(resolve => setTimeout(resolve, 200))
       await paused.pause()
-      // The engine's pause event reaches the world's watch (state-watch.ts) a moment later: the
-      // spawn below is made once the watch saw it (when is not promised).
+      // The first terminal, asked the instant the pause returned: whether the engine's pause event
+      // reached the world's watch yet is not promised, so the world asks ContainerInspect before
+      // it sends its control program a request (which would wait out its bound in a frozen world).
+      const first = await runtime.spawnTerminal({ argv: ['/bin/sh'], cwd: '/tmp', env: {}, rows: 24, cols: 80, graceMs: 500 }).then(() => undefined, (error: unknown) => error)
+      expect((first as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
+      // The event reaches the watch (state-watch.ts) a moment later: the spawn below is made once
+      // the watch saw it (when is not promised).
       await waitFor(() => watchUsable(runtime), usable => !usable)
       const spawned = runtime.spawn(spec('echo late-run >/tmp/late-run; echo ran'))
       spawned.stdout?.resume()

@@ -72,7 +72,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
 
   /** @inheritdoc */
   override async answering(): Promise<boolean> {
-    return (await this.world()).answering
+    return (await this.world()).answering()
   }
 
   protected async disposalControl(world: DockerWorld): Promise<ControlChannel> {
@@ -128,7 +128,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
     }
     const handle = await this.startTerminal(common, {
       plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
-      pipe: command => world.openProcess(command, user, { stdin: true }),
+      holder: path => world.openHolder(path, user),
     })
     return this.adoptTerminal(handle)
   }

@@ -210,11 +210,15 @@ export class DockerWorld {
   }
 
   /**
-   * Whether the container answers its programs now, by the engine's events (state-watch.ts):
-   * false once it was reported paused, stopped or gone, or when its events cannot be followed.
+   * Whether the container answers its programs now: the engine's events (state-watch.ts) say it
+   * runs, not paused, and so does ContainerInspect. The inspect closes the window right after a
+   * `docker pause` returned, before its event reached the watch (the freezer acts at once, so a
+   * request sent then waits out its bound). One inspect (a few ms); false when it fails.
    */
-  get answering(): boolean {
-    return this.stateWatch.usable
+  async answering(): Promise<boolean> {
+    if (!this.stateWatch.usable) return false
+    const state = await this.docker.getContainer(this.containerId).inspect().then(info => info.State, () => undefined)
+    return state !== undefined && state.Running && !state.Paused
   }
 
   /** Short description for messages. */
