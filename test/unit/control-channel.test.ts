@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -105,7 +105,7 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
     }
   })
 
-  it('findWorldTool: the first cache directory whose SHA/NAME copy is this user\'s, no symlink, and runs --version', async () => {
+  it('findWorldTool: the first cache directory whose SHA/NAME copy is this user\'s, no symlink, and runs --version within 2 s (a hung one is killed and skipped)', async () => {
     const { channel } = await localChannel()
     const dir = mkdtempSync(join(tmpdir(), 'dsh-tool-'))
     try {
@@ -119,8 +119,15 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
       copy(join(dir, 'real'), '#!/bin/sh\nexit 0\n')
       symlinkSync(join(dir, 'real'), join(dir, 'link'))
       copy(join(dir, 'good'), '#!/bin/sh\n[ "$1" = --version ] || exit 2\nread -r line && exit 3\nexit 0\n')
-      const dirs = ['missing', 'broken', 'link', 'good', 'real'].map(name => join(dir, name))
-      expect(await channel.findWorldTool('dsh-pty', sha, dirs)).toBe(3)
+      // A copy whose --version never answers: it says its pid, then sleeps.
+      copy(join(dir, 'hung'), `#!/bin/sh\necho $$ > ${join(dir, 'hung.pid')}\nexec sleep 300\n`)
+      const dirs = ['missing', 'broken', 'link', 'hung', 'good', 'real'].map(name => join(dir, name))
+      expect(await channel.findWorldTool('dsh-pty', sha, dirs)).toBe(4)
+      const hung = Number(readFileSync(join(dir, 'hung.pid'), 'utf8'))
+      // Ended: gone, or a zombie (timeout(1) of coreutils sends SIGKILL to its own process group,
+      // itself included, so the copy's reaper is whoever adopts it).
+      const state = existsSync(`/proc/${hung}/stat`) ? readFileSync(`/proc/${hung}/stat`, 'utf8').split(') ')[1]![0] : 'gone'
+      expect(['gone', 'Z']).toContain(state)
       expect(await channel.findWorldTool('dsh-pty', 'cd'.repeat(32), dirs)).toBeUndefined()
       expect(await channel.findWorldTool('dsh-fsd', sha, dirs)).toBeUndefined()
       // The channel still answers: the copy's --version read no request of it.

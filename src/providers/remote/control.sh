@@ -357,12 +357,16 @@ while IFS= read -r _req; do
       # tool NAME SHA256 N, then N raw lines (cache directories) -> ok INDEX | none: the first
       # directory DIR holding a copy of a world tool at DIR/SHA256/NAME (world-tools/install.ts)
       # that is a file we may execute, in directories of this user that are no symlinks, and
-      # that runs: `--version`, one fork, against the exec of a setup script per client.
-      _n=$3 _i=0 _hit=
+      # that runs: `--version`, one fork, against the exec of a setup script per client. A copy
+      # whose `--version` does not answer within 2 s (a file planted there, say) is killed and
+      # skipped, so the caller copies anew: it never holds this channel up (timeout(1) of
+      # coreutils or busybox, where the world has one).
+      _n=$3 _i=0 _hit= _bound=
+      command -v timeout >/dev/null 2>&1 && _bound="timeout -s KILL 2"
       while [ "$_i" -lt "$_n" ]; do
         IFS= read -r _l || break
         _f="$_l/$2/$1"
-        if [ -z "$_hit" ] && [ -f "$_f" ] && [ -x "$_f" ] && [ -O "$_l" ] && [ ! -L "$_l" ] && [ -O "$_l/$2" ] && [ ! -L "$_l/$2" ] && "$_f" --version >/dev/null 2>&1 </dev/null; then _hit=$_i; fi
+        if [ -z "$_hit" ] && [ -f "$_f" ] && [ -x "$_f" ] && [ -O "$_l" ] && [ ! -L "$_l" ] && [ -O "$_l/$2" ] && [ ! -L "$_l/$2" ] && $_bound "$_f" --version >/dev/null 2>&1 </dev/null; then _hit=$_i; fi
         _i=$((_i + 1))
       done
       if [ -n "$_hit" ]; then echo "$_id ok $_hit"; else echo "$_id none"; fi ;;
