@@ -50,8 +50,8 @@ async function terminalParentCheck(world: RemoteWorld): Promise<DoctorCheck> {
   const owner = worldOwnerOf(world.runtime)
   if (owner === undefined) return { name: 'terminal parent', ok: false, detail: 'not a remote world of this package' }
   const holder = await terminalHolder(owner)
-  if ('path' in holder) return { name: 'terminal parent', ok: true, detail: `dsh-pty ${holder.path} owns each terminal's PTY and reaps its shell: a signal death is reported as the signal, an exit code as the code, and output in flight is bounded by the reader; persistence ('connection', 'client'): held by dsh-pty --hold, the one holder tier this package ships (copied in by content hash, so no script(1), busybox or python3 is needed)` }
-  return { name: 'terminal parent', ok: false, detail: `terminals get the PTY the engine or sshd allocates (${holder.unavailable}): in Docker a shell killed by signal N reads as exit code 128+N; persistence ('connection', 'client') is refused here for the same reason: its holder is dsh-pty --hold` }
+  if ('path' in holder) return { name: 'terminal parent', ok: true, detail: `dsh-pty ${holder.path} owns each terminal's PTY and reaps its shell: a signal death is reported as the signal, an exit code as the code, and output in flight is bounded by the reader; persistence ('connection', 'client'): held by dsh-pty's holder (dsh-held), the one holder tier this package ships (copied in by content hash, so no script(1), busybox or python3 is needed)` }
+  return { name: 'terminal parent', ok: false, detail: `terminals get the PTY the engine or sshd allocates (${holder.unavailable}): in Docker a shell killed by signal N reads as exit code 128+N; persistence ('connection', 'client') is refused here for the same reason: its holder is dsh-pty's (dsh-held)` }
 }
 
 /**

@@ -68,7 +68,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
     expect(detail('files')).toMatch(new RegExp(`^file server ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-fsd( \\(copied in now\\))?; median stat round trip \\d+\\.\\d\\d ms; /tmp lists \\d+ entries$`))
     expect(detail('file writes')).toBe('a file written atomically in /tmp under danger-full-access reads back exactly')
     expect(detail('terminal parent')).toMatch(new RegExp(`^dsh-pty ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-pty owns each terminal's PTY and reaps its shell`))
-    expect(detail('terminal parent')).toContain("persistence ('connection', 'client'): held by dsh-pty --hold, the one holder tier this package ships")
+    expect(detail('terminal parent')).toContain("persistence ('connection', 'client'): held by dsh-pty's holder (dsh-held), the one holder tier this package ships")
     expect(detail('search')).toBe('glob and grep run /usr/bin/rg in the world (ripgrep 13.0.0)')
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)

@@ -71,3 +71,37 @@ describe('inspectForeground in the Docker world', () => {
     await terminal.signalForeground('SIGINT')
   })
 })
+
+describe('a proven read and the output before it', () => {
+  it('inspectForeground proves a read only once every byte printed before it reached `output`, even while its reader is behind (the transport paused)', async () => {
+    // The reader takes 64 KiB every 20 ms: `output` holds its 1 MiB and the handle pauses the
+    // transport, whose buffer keeps what the credit let through.
+    const slow = await runtime.spawnTerminal(BASH)
+    let taken = ''
+    const take = (size?: number): void => {
+      for (let chunk: Buffer | null; (chunk = slow.output.read(size) as Buffer | null) !== null;) {
+        taken += chunk.toString('latin1')
+        if (size !== undefined) break
+      }
+    }
+    const reader = setInterval(() => take(65536), 20)
+    try {
+      await slow.write("head -c 3145728 /dev/zero | tr '\\0' x; echo; echo END-$((40+2)); cat\r")
+      let proven = false
+      const deadline = Date.now() + 30_000
+      while (!proven && Date.now() < deadline) {
+        const facts = await slow.inspectForeground()
+        proven = facts !== undefined && facts.processGroupId !== slow.pid && facts.inputWaiting
+        if (!proven) await delay(20)
+      }
+      expect(proven).toBe(true)
+      // What the reader took, and what `output` holds for it now: everything cat's read follows.
+      take()
+      expect(taken.includes('x'.repeat(3145728))).toBe(true)
+      expect(taken).toContain('END-42')
+    } finally {
+      clearInterval(reader)
+      await slow.terminate()
+    }
+  }, 60_000)
+})

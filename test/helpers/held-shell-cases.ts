@@ -18,6 +18,7 @@ import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { HeldShellDeniedError, HeldShellLostError, type RemoteWorldError } from '../../src/providers/remote/errors.ts'
 import type { HeldShellRecord } from '../../src/providers/remote/pty-holder/held-records.ts'
+import { SESSION_TAG_VARIABLE } from '../../src/providers/remote/ownership.ts'
 import { holderCommand } from '../../src/providers/remote/pty-holder/held-shell.ts'
 import { terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
 import { WORLD_OWNER } from '../../src/providers/remote/world-owner.ts'
@@ -86,6 +87,13 @@ function count(within: string, text: string): number {
   return within.split(text).length - 1
 }
 
+/** The session tags (ownership.ts) in the initial environment of `pid` (/proc/PID/environ, what a reaper reads), read as `user` (the container has no CAP_SYS_PTRACE to read another uid's). */
+async function sessionTagsOf(containerId: string, user: string, pid: number): Promise<string[]> {
+  const listed = await execIn(containerId, ['sh', '-c', `tr '\\0' '\\n' < /proc/${pid}/environ`], user)
+  if (listed.exitCode !== 0) throw new Error(`cannot read /proc/${pid}/environ: ${listed.stderr}`)
+  return listed.stdout.split('\n').filter(line => line.startsWith(`${SESSION_TAG_VARIABLE}=`))
+}
+
 /** The held shells in the world of `user` (their dsh-held holders' pids), read through a separate exec. */
 async function holders(containerId: string, user: string): Promise<number[]> {
   const listed = await execIn(containerId, ['sh', '-c', `ps -o pid= -o comm= -u ${user} | awk '$2 == "dsh-held" { print $1 }'`])
@@ -130,6 +138,9 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       expect(again.viewport).toContain(`PID=${first.pid}`)
       const holder = holderOf(next, terminal.pid!)
       expect(await holders(world.containerId(), user)).toContain(holder)
+      // It started on a pipe that carried the first client's tag (a pooled exec, a tagged exec
+      // channel); the holder ran itself again without it, so no reaper of a later client ends it.
+      expect(await sessionTagsOf(world.containerId(), user, holder)).toEqual([])
       await terminal.close()
       expect(await holders(world.containerId(), user)).not.toContain(holder)
     } finally {

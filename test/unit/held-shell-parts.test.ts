@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest'
 import { persistenceFlag } from '../../src/cli/target.ts'
 import { heldShellKey, replayOf } from '../../src/providers/remote/pty-holder/held-adoption.ts'
 import { parseHeldMeta } from '../../src/providers/remote/pty-holder/held-shell.ts'
-import { HolderFrameReader, attachFrame, inputAtFrames } from '../../src/providers/remote/pty-holder/protocol.ts'
+import { HolderFrameReader, attachFrame, holdFrame, inputAtFrames } from '../../src/providers/remote/pty-holder/protocol.ts'
 import { persistenceChoice } from '../../src/providers/remote/pty-holder/persistence.ts'
 
 describe('--persist and --session', () => {
@@ -106,6 +106,14 @@ describe('held-shell frames', () => {
     expect(payload.readUInt16LE(45)).toBe(2)
     expect(payload.subarray(47).toString()).toBe('c1')
     expect(attachFrame(secret, false, { fromHead: 100 }, 0, '').subarray(5).readBigUInt64LE(33)).toBe((1n << 63n) | 100n)
+  })
+
+  it('a hold frame carries the stem and nothing else; an empty stem or one over 4095 bytes is refused', () => {
+    const stem = '/tmp/dsh-remote-held-1000/0123456789abcdef0123456789abcdef'
+    expect(holdFrame(stem)).toEqual(Buffer.concat([Buffer.from([0x57, stem.length, 0, 0, 0]), Buffer.from(stem)]))
+    expect(() => holdFrame('')).toThrow(RangeError)
+    expect(() => holdFrame('x'.repeat(4096))).toThrow(RangeError)
+    expect(holdFrame('x'.repeat(4095)).length).toBe(5 + 4095)
   })
 
   it('input frames carry the offset of their first byte, split at the frame bound', () => {

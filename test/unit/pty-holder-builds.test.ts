@@ -82,7 +82,7 @@ for (const arch of ['x86_64', 'aarch64'] as const) {
       let out = ''
       child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
       await new Promise(resolve => child.once('close', resolve))
-      expect(out).toBe(`dsh-pty 3 ${arch}\n`)
+      expect(out).toBe(`dsh-pty 4 ${arch}\n`)
     })
 
     it('runs the script as the leader of a new session whose controlling tty is the PTY, at the spawn size', async () => {

@@ -121,14 +121,15 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * else start a fresh one, held by dsh-pty in the world when persistence is on (its tag names
    * the holder, which no client's reaper outlives), else on the world's own transport.
    * @param world.plain - the transport of a shell that is not held.
-   * @param world.pipe - a pipe with stdin on the terminal's connection, for the holder's start.
+   * @param world.holder - dsh-pty at PATH waiting for its first frame on the terminal's connection
+   *   (what `plain` runs a terminal on), for the holder's start.
    * @returns the handle (not yet adopted: see {@link adoptTerminal}); `previousEnding` is set
    *   when the recorded shell ended while no client held it, `otherHeldShells` when the session
    *   holds shells of another spec.
    * @throws the errors of {@link takeBackTerminal}, {@link heldTerminalTransport} and
    *   `startRemoteTerminal`.
    */
-  protected async startTerminal(start: Omit<RemoteTerminalStart, 'open' | 'tag'>, world: { plain(script: string): Promise<TerminalTransport>; pipe: PipeOpener }): Promise<RemoteTerminalHandle> {
+  protected async startTerminal(start: Omit<RemoteTerminalStart, 'open' | 'tag'>, world: { plain(script: string): Promise<TerminalTransport>; holder(path: string): Promise<ProcessTransport> }): Promise<RemoteTerminalHandle> {
     const { spec, control, where } = start
     const key = this.heldKey(spec, start.env)
     const target = key === undefined ? '' : await this.heldRecordsTarget()
@@ -140,7 +141,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
       tag: held?.tag ?? this.ownership.newTag(),
       open: script => held === undefined
         ? world.plain(script)
-        : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where }, world.pipe, { key: key ?? '', label: heldShellLabel(spec) }),
+        : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where }, world.holder, { key: key ?? '', label: heldShellLabel(spec) }),
     })
     handle.previousEnding = taken.ended
     handle.otherHeldShells = (taken.others ?? []).map(record => ({ pid: record.program.pid, cwd: record.cwd }))
@@ -150,17 +151,17 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
 
   /**
    * The transport of a held shell (persistence 'connection' or 'client'): dsh-pty holds it in the
-   * world (pty-holder/held-shell.ts), started through `open` (the pipe of the terminal's
+   * world (pty-holder/held-shell.ts), started through `openHolder` (a dsh-pty on the terminal's
    * connection); later pipes to it are this runtime's {@link openProcess}.
    * @throws PersistenceUnavailableError where dsh-pty cannot run in this world (the reason).
    * @throws the holder's start errors (SpawnFailedError, TransportError).
    */
-  private async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, open: PipeOpener, identity: { key: string; label: string }): Promise<TerminalTransport> {
+  private async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, openHolder: (path: string) => Promise<ProcessTransport>, identity: { key: string; label: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this.owner)
     if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence '${this.persistence.mode}' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
     return startHeldShell(plan, {
       holderPath: holder.path,
-      open,
+      openHolder: () => openHolder(holder.path),
       reopen: script => this.openProcess(script),
       ...start,
       persistence: this.persistence,

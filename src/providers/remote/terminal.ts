@@ -718,10 +718,15 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       // quiet, so no probe splits it (at most SIGNAL_DRAIN_BOUND_MS).
       if (this.drain !== undefined) await this.drain.done.promise
       // What the program printed before it blocked reading must reach the reader of `output`
-      // before the probe that proves the read: hand over what the coalescing holds.
+      // before the probe that proves the read: hand over what the coalescing holds. What the
+      // transport still buffers (paused while the reader or the emulator was behind, say under
+      // a replayed flood) has not reached `output`: a read is not proven until it has (the
+      // reader takes it, the transport resumes, a later probe proves it), as the holder proves
+      // none while output it has not sent is ahead (foreground.c fg_reply).
       this.flush()
       if (facts === undefined || facts.tpgid <= 0) return undefined
-      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
+      const behind = this.liveHeld === undefined && this.transport.output.readableLength > 0
+      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(behind ? { ...facts, inputWaiting: false, waitingCall: undefined } : facts) }
     }).finally(() => { this.probing -= 1 }))
   }
 

@@ -131,7 +131,12 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
-    return openHeldTerminal(processTransport(await lease.exec(holderScript(holder.path, this.ownership.newTag())), lease.connection, true), start)
+    return openHeldTerminal(await this.openHolder(lease, holder.path), start)
+  }
+
+  /** dsh-pty at `path` on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
+  private async openHolder(lease: SshLease, path: string): Promise<ProcessTransport> {
+    return processTransport(await lease.exec(holderScript(path, this.ownership.newTag())), lease.connection, true)
   }
 
   /** @inheritdoc */
@@ -162,7 +167,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         }
         return await this.startTerminal(common, {
           plain: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
-          pipe: async command => processTransport(await lease.exec(command), lease.connection, true),
+          holder: path => this.openHolder(lease, path),
         })
       } catch (error) {
         unhold()

@@ -18,6 +18,10 @@
  * Client to holder:
  *   S spawn   u16 rows, u16 cols, u32 initial credit (bytes), then the script for `/bin/sh -c`.
  *             The first frame, exactly once.
+ *   W hold    instead of S: the STEM of a held shell (hold.c). dsh-pty starts the shell's holder
+ *             there and becomes the relay between this pipe and it (relay.c); every later byte
+ *             on this pipe is the held protocol's, the holder's spawn frame first. A pipe started
+ *             ahead of time (a pooled exec) thus serves a held shell as well as an attached one.
  *   I input   bytes for the PTY input (queued, then written to the master as it takes them).
  *   R resize  u16 rows, u16 cols (TIOCSWINSZ on the master; the kernel sends SIGWINCH).
  *   C credit  u32 bytes more the client can take.
@@ -43,7 +47,8 @@
  *   f probe reply   u32 request id, u8 outcome (0 facts, 1 gone: the program ended or is another
  *             process), i32 the tty's foreground group (tpgid, -1 for none), i32 the program's own
  *             group, u8 waiting (a member of the foreground group is proven blocked reading the
- *             terminal), then the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
+ *             terminal, and the PTY holds no output the client was not sent: see fg_reply), then
+ *             the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
  *             Frames are answered in the order they came, on the stream that carries the output:
  *             a probe's answer follows every output byte read before it.
  *
@@ -70,7 +75,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL "3"
 #include "world-arch.h"
 #include "foreground.h"
 #include "hold.h"
@@ -243,7 +247,14 @@ static int attached(void) {
         if (in_len - at < 5 + (size_t)length) break;
         unsigned char type = in_buf[at];
         const unsigned char *payload = in_buf + at + 5;
-        if (type == 'S' && pty.pid < 0 && length >= 8) {
+        if (type == 'W' && pty.pid < 0 && length > 0 && length < 4096) {
+          char stem[4096];
+          memcpy(stem, payload, length);
+          stem[length] = 0;
+          /* Never returns to this loop: this process is the relay from here on. */
+          size_t rest = at + 5 + (size_t)length;
+          exit(hold(stem, in_buf + rest, in_len - rest, &old_mask));
+        } else if (type == 'S' && pty.pid < 0 && length >= 8) {
           credit += get_u32(payload + 4);
           char *script = malloc(length - 8 + 1);
           if (script == NULL) _exit(3);
@@ -276,7 +287,8 @@ static int attached(void) {
           send_frame('k', reply, sizeof reply);
         } else if (type == 'F' && length >= 16) {
           unsigned char reply[14 + FG_CALL_MAX];
-          uint32_t reply_length = fg_reply(pty.master >= 0, pty.slave_dev, pty.slave_ino, payload, reply);
+          /* Output still in the PTY (read only as far as the credit) goes before a proven read. */
+          uint32_t reply_length = fg_reply(pty.master >= 0, pty_output_unread(pty.master), pty.slave_dev, pty.slave_ino, payload, reply);
           send_frame('f', reply, reply_length);
         }
         at += 5 + (size_t)length;
@@ -294,7 +306,7 @@ static int attached(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-pty " PROTOCOL " " ARCH "\n"); return 0; }
-  if (argc > 2 && strcmp(argv[1], "--connect") == 0) return relay(argv[2]);
-  if (argc > 2 && strcmp(argv[1], "--hold") == 0) return hold(argv[2]);
+  if (argc > 2 && strcmp(argv[1], "--connect") == 0) return relay(argv[2], NULL, 0);
+  if (argc > 3 && strcmp(argv[1], "--held") == 0) return hold_inherited(argv[2], argv[3]);
   return attached();
 }

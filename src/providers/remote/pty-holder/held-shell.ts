@@ -1,7 +1,8 @@
 /**
- * Starting a held shell (`dsh-pty --hold`, hold.c) and reaching it again (`dsh-pty --connect`),
- * the same way in every world: the world only runs a command on a plain pipe as the terminal's
- * user (a non-TTY Docker exec with stdin; an SSH exec channel without a pty).
+ * Starting a held shell (hold.c) and reaching it again (`dsh-pty --connect`), the same way in
+ * every world: the world only gives a dsh-pty waiting for its first frame (the one its attached
+ * terminals use: a pooled Docker exec, an SSH exec channel without a pty), which the hold frame
+ * turns into the holder's relay, and runs a command on a plain pipe as the terminal's user.
  *
  * A held shell lives in the world's held-shell directory of its user, `/tmp/dsh-remote-held-UID`
  * (0700, this uid's, not a symlink; hold.c checks): `ID.sock` (the holder's socket), `ID.meta`
@@ -55,8 +56,12 @@ export function holderCommand(path: string, args: readonly string[], tag?: strin
 export interface HeldShellStart {
   /** dsh-pty's path in the world (holder-install.ts). */
   holderPath: string
-  /** The first pipe (the runtime's connection of the terminal) and every later one. */
-  open: PipeOpener
+  /**
+   * A dsh-pty at {@link holderPath} waiting for its first frame, on the terminal's connection
+   * (the world's attached-terminal pipe): it becomes the relay to the new holder.
+   */
+  openHolder: () => Promise<ProcessTransport>
+  /** Every later pipe (`dsh-pty --connect`). */
   reopen: PipeOpener
   /** The start wrapper and the PTY's size. */
   script: string
@@ -86,22 +91,21 @@ export function heldShellLink(plan: Pick<HeldShellPlan, 'stem' | 'secret'>, opti
 }
 
 /**
- * Start the held shell of `plan`: dsh-pty binds its socket, forks the holder and relays this pipe
- * to it; the holder starts the shell and answers `started`.
+ * Start the held shell of `plan`: the world's dsh-pty, asked to hold, binds the shell's socket,
+ * forks the holder (without this client's session tag: hold.c) and relays this pipe to it; the
+ * holder starts the shell and answers `started`.
  * @throws SpawnFailedError when the holder cannot start (its reason: a held-shell directory that
  *   is not this user's, a socket path too long), TransportError when the pipe breaks first.
  */
 export async function startHeldShell(plan: HeldShellPlan, start: HeldShellStart): Promise<HeldTerminal> {
-  // No client's session tag on this exec: the holder forks from it, and a process's initial
-  // environment (/proc/PID/environ, which the reaper reads) stays what its exec gave it, whatever
-  // it unsets later. The relay half ends by itself when this client's pipe ends.
-  const pipe = await start.open(holderCommand(start.holderPath, ['--hold', plan.stem]))
+  const pipe = await start.openHolder()
   return openHeldTerminal(pipe, {
     script: start.script,
     rows: start.rows,
     cols: start.cols,
     where: start.where,
     held: {
+      stem: plan.stem,
       spawn: {
         logBytes: start.persistence.logBytes,
         ttlSeconds: heldTtlSeconds(start.persistence),

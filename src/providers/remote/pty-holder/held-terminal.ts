@@ -10,7 +10,7 @@
  * - a terminal that settles on the holder's exit frame, without waiting for the engine or sshd
  *   to report the end of the exec.
  *
- * A HELD shell (`dsh-pty --hold`, hold.c) outlives its pipe: when the pipe is lost, this side
+ * A HELD shell (hold.c) outlives its pipe: when the pipe is lost, this side
  * opens another (a relay to the holder's socket), attaches again with the shell's secret, and
  * goes on where it was: output from the offset it last received, input resent from the offset the
  * holder last accepted (each byte applied once), unanswered requests asked again (a signal is
@@ -32,7 +32,7 @@ export type { OutputGap }
 import { MAX_WINDOW_BYTES, flowWindow, leaveFlow } from './flow-budget.ts'
 import {
   type AttachReply, type DetachedSpawn, type HolderFrame, HolderFrameReader, attachFrame, creditFrame, heldSpawnFrame, inputAtFrames, inputFrames,
-  probeFrame, releaseFrame, resizeFrame, signalFrame, spawnFrame,
+  holdFrame, probeFrame, releaseFrame, resizeFrame, signalFrame, spawnFrame,
 } from './protocol.ts'
 
 /**
@@ -90,15 +90,17 @@ export interface HeldTerminalStart {
   /** World description for messages. */
   where: string
   /**
-   * A held shell (`dsh-pty --hold` on the pipe): what its spawn names, and how to reach it
-   * again. Absent: the attached mode (the shell ends with the pipe).
+   * A held shell: the STEM its holder listens at (the pipe's dsh-pty starts it there: see
+   * protocol.ts `holdFrame`), what its spawn names, and how to reach it again. Absent: the
+   * attached mode (the shell ends with the pipe).
    */
-  held?: { spawn: DetachedSpawn; link: HeldShellLink } | undefined
+  held?: { stem: string; spawn: DetachedSpawn; link: HeldShellLink } | undefined
 }
 
 /**
- * Drive dsh-pty on `pipe` (a process running the holder, stdin attached): send the spawn frame
- * and resolve once the holder forked the shell.
+ * Drive dsh-pty on `pipe` (a dsh-pty waiting for its first frame, stdin attached): send the
+ * spawn frame (a held shell: the hold frame, then its spawn) and resolve once the holder forked
+ * the shell.
  * @returns a {@link TerminalTransport} whose `output` carries the PTY's bytes exactly.
  * @throws SpawnFailedError when the holder reports it cannot start a shell (its reason), or ends
  *   first (its stderr); TransportError when the pipe breaks first.
@@ -108,7 +110,7 @@ export function openHeldTerminal(pipe: ProcessTransport, start: HeldTerminalStar
     const terminal = new HeldTerminal(start, start.held?.link, { resolve, reject })
     terminal.begin(pipe, start.held === undefined
       ? spawnFrame(start.rows, start.cols, HOLDER_CREDIT_BYTES, start.script)
-      : heldSpawnFrame(start.rows, start.cols, HOLDER_CREDIT_BYTES, start.held.spawn, start.script))
+      : Buffer.concat([holdFrame(start.held.stem), heldSpawnFrame(start.rows, start.cols, HOLDER_CREDIT_BYTES, start.held.spawn, start.script)]))
   })
 }
 

@@ -1,10 +1,11 @@
 /*
- * dsh-pty --hold STEM: a held shell, one that outlives its client and its transport (issue 22).
+ * A held shell, one that outlives its client and its transport (issue 22).
  *
- * `dsh-pty --hold STEM` binds a Unix socket at STEM.sock, forks the HOLDER (a daemon: a session
- * of its own, SIGHUP ignored, stdio on /dev/null, no client's session tag) and then relays its
- * own stdin/stdout to that socket (relay.c); later clients reach the same holder through
- * `dsh-pty --connect STEM.sock`. The holder is the shell's parent, as in the attached mode
+ * A dsh-pty waiting for its first frame (dsh-pty.c) that gets `W STEM` instead of a spawn binds a
+ * Unix socket at STEM.sock, forks the HOLDER (a daemon: a session of its own, SIGHUP ignored,
+ * stdio on /dev/null, no client's session tag: it runs itself again as `dsh-pty --held STEM FD`
+ * when the process it forked from carried one) and then relays its own stdin/stdout to that
+ * socket (relay.c); later clients reach the same holder through `dsh-pty --connect STEM.sock`. The holder is the shell's parent, as in the attached mode
  * (dsh-pty.c): it owns the PTY, reaps the shell, answers probes and signals. What it adds:
  *
  * - A bounded output log: every byte read from the PTY is kept in a ring of LOG bytes (default
@@ -104,6 +105,8 @@
 #define LOG_MAX (1u << 30)
 /* A holder whose spawn frame did not come within this ends (ms). */
 #define SPAWN_BOUND_MS 60000
+/* The session tag variable of ownership.ts (SESSION_TAG_VARIABLE), which the holder must not carry. */
+#define TAG_VARIABLE "DSH_REMOTE_SESSION"
 /* Signal replies remembered for resent requests. */
 #define SIGNAL_MEMORY 8
 /* Longest id strings (bytes). */
@@ -196,7 +199,7 @@ static void flush_conn(struct conn *c) {
 }
 
 static void hello(struct conn *c) {
-  static const char text[] = "dsh-pty 3 " ARCH;
+  static const char text[] = "dsh-pty " PROTOCOL " " ARCH;
   queue_frame(c, 'H', text, sizeof text - 1);
 }
 
@@ -537,11 +540,10 @@ static int controller_frame(unsigned char type, const unsigned char *p, uint32_t
     signal_request(p);
   } else if (type == 'F' && length >= 16) {
     unsigned char reply[14 + FG_CALL_MAX];
-    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
-    /* A read proven while the log holds output this controller was not sent yet (a client that
-     * resumed behind the head) is not reported: the answer would overtake what the program
-     * printed before it read, and terminal-bash would settle the send without it. */
-    if (reply_length >= 14 && H.sent < H.head) { reply[13] = 0; reply_length = 14; }
+    /* Output this controller was not sent yet: in the log (a client that resumed behind the
+     * head), or still in the PTY (read only as far as the credit). */
+    int behind = H.sent < H.head || pty_output_unread(H.pty.master);
+    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, behind, H.pty.slave_dev, H.pty.slave_ino, p, reply);
     queue_frame(&H.controller, 'f', reply, reply_length);
   } else if (type == 'Q') {
     /* A shell still running is one whose start failed on the client's side: nobody will take
@@ -709,50 +711,54 @@ static void serve(void) {
   }
 }
 
-int hold(const char *stem) {
-  signal(SIGPIPE, SIG_IGN);
-  char error[512] = "";
+/* Report `error` (text) as an `E` frame on stdout: the client's pipe, before any relay ran. */
+static void report_start_error(const char *error) {
+  unsigned char header[5] = { 'E' };
+  put_u32(header + 1, (uint32_t)strlen(error));
+  if (write(1, header, 5) == 5 && write(1, error, strlen(error)) < 0) return;
+}
+
+/* Set the socket and description paths of STEM. Returns -1 (with `error` set) when too long. */
+static int name_paths(const char *stem, char *error, size_t size) {
+  if (strlen(stem) + 6 > sizeof H.sock_path) {
+    snprintf(error, size, "ENAMETOOLONG: held-shell socket path %s.sock is longer than %zu bytes", stem, sizeof H.sock_path - 1);
+    return -1;
+  }
+  snprintf(H.sock_path, sizeof H.sock_path, "%s.sock", stem);
+  snprintf(H.meta_path, sizeof H.meta_path, "%s.meta", stem);
+  return 0;
+}
+
+/* Bind and listen on STEM.sock in a private directory of this uid. Returns the listening socket,
+ * or -1 with `error` set (its text starts with the errno's name, as held-terminal.ts reads it). */
+static int listen_at(const char *stem, char *error, size_t size) {
   char dir_path[PATH_MAX];
   snprintf(dir_path, sizeof dir_path, "%s", stem);
   const char *dir = dirname(dir_path);
-  snprintf(H.sock_path, sizeof H.sock_path, "%s.sock", stem);
-  snprintf(H.meta_path, sizeof H.meta_path, "%s.meta", stem);
+  if (name_paths(stem, error, size) < 0) return -1;
   mkdir(dir, 0700);
   struct stat st;
-  int listen_fd = -1;
-  if (strlen(stem) + 6 > sizeof H.sock_path) snprintf(error, sizeof error, "ENAMETOOLONG: held-shell socket path %s.sock is longer than %zu bytes", stem, sizeof H.sock_path - 1);
-  else if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
-    snprintf(error, sizeof error, "EACCES: the held-shell directory %s is not a private directory of uid %u", dir, (unsigned)getuid());
-  else {
-    listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    struct sockaddr_un address = { .sun_family = AF_UNIX };
-    strcpy(address.sun_path, H.sock_path);
-    mode_t old = umask(077);
-    if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&address, sizeof address) < 0 || listen(listen_fd, 8) < 0)
-      snprintf(error, sizeof error, "%s: listen on %s: %s", errno_name(errno), H.sock_path, strerror(errno));
-    umask(old);
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+    snprintf(error, size, "EACCES: the held-shell directory %s is not a private directory of uid %u", dir, (unsigned)getuid());
+    return -1;
   }
-  if (error[0] != 0) {
-    unsigned char header[5] = { 'E' };
-    put_u32(header + 1, (uint32_t)strlen(error));
-    if (write(1, header, 5) == 5 && write(1, error, strlen(error)) < 0) return 1;
-    return 1;
+  int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_un address = { .sun_family = AF_UNIX };
+  strcpy(address.sun_path, H.sock_path);
+  mode_t old = umask(077);
+  if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&address, sizeof address) < 0 || listen(listen_fd, 8) < 0) {
+    snprintf(error, size, "%s: listen on %s: %s", errno_name(errno), H.sock_path, strerror(errno));
+    if (listen_fd >= 0) close(listen_fd);
+    listen_fd = -1;
   }
-  pid_t daemon = fork();
-  if (daemon < 0) {
-    snprintf(error, sizeof error, "%s: fork: %s", errno_name(errno), strerror(errno));
-    unsigned char header[5] = { 'E' };
-    put_u32(header + 1, (uint32_t)strlen(error));
-    if (write(1, header, 5) == 5 && write(1, error, strlen(error)) < 0) return 1;
-    unlink(H.sock_path);
-    return 1;
-  }
-  if (daemon > 0) {
-    close(listen_fd);
-    return relay(H.sock_path);
-  }
+  umask(old);
+  return listen_fd;
+}
+
+/* The holder's life on `listen_fd`, once nothing of the client is in its initial environment. */
+static int held(int listen_fd) {
   /* The holder: a session of its own (no controlling tty, no client's process group), stdio on
-   * /dev/null, no client's session tag (ownership.ts: the next client's reaper must not end it). */
+   * /dev/null. */
   setsid();
   /* Its own name (comm, proc(5)): `dsh-held`, told apart from the relays (`dsh-pty`) in listings. */
   prctl(PR_SET_NAME, "dsh-held", 0, 0, 0);
@@ -769,9 +775,7 @@ int hold(const char *stem) {
     }
     closedir(open_fds);
   }
-  /* Its exec carried no client's session tag (held-shell.ts): /proc/PID/environ keeps the
-   * exec's environment whatever is unset later, and the reaper reads that. */
-  unsetenv("DSH_REMOTE_SESSION");
+  fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
   signal(SIGHUP, SIG_IGN);
   sigset_t handled;
   sigemptyset(&handled);
@@ -792,4 +796,52 @@ int hold(const char *stem) {
   H.started = 0;
   serve();
   return 0;
+}
+
+int hold(const char *stem, const unsigned char *first, size_t first_len, const sigset_t *mask) {
+  signal(SIGPIPE, SIG_IGN);
+  char error[512] = "";
+  int listen_fd = listen_at(stem, error, sizeof error);
+  if (listen_fd < 0) {
+    report_start_error(error);
+    return 1;
+  }
+  pid_t daemon = fork();
+  if (daemon < 0) {
+    snprintf(error, sizeof error, "%s: fork: %s", errno_name(errno), strerror(errno));
+    report_start_error(error);
+    unlink(H.sock_path);
+    return 1;
+  }
+  if (daemon > 0) {
+    close(listen_fd);
+    return relay(H.sock_path, first, first_len);
+  }
+  /* The holder must carry no client's session tag (ownership.ts): the next client's reaper ends
+   * the processes whose /proc/PID/environ names a dead client, and that file keeps the
+   * environment of the process's last execve(2) whatever is unset later. So a holder forked from
+   * a tagged process (a pooled exec, an exec channel) runs itself again without the tag; the
+   * listening socket goes along as an inherited fd. */
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  if (getenv(TAG_VARIABLE) == NULL) return held(listen_fd);
+  unsetenv(TAG_VARIABLE);
+  fcntl(listen_fd, F_SETFD, 0);
+  char fd_text[16];
+  snprintf(fd_text, sizeof fd_text, "%d", listen_fd);
+  execl("/proc/self/exe", "dsh-pty", "--held", stem, fd_text, (char *)NULL);
+  /* Without /proc the holder cannot shed the tag: refuse rather than hold a shell the next
+   * client's reaper would end. The relay sees the socket close and ends too. */
+  snprintf(error, sizeof error, "%s: exec /proc/self/exe (the holder running itself without the client's session tag): %s", errno_name(errno), strerror(errno));
+  report_start_error(error);
+  unlink(H.sock_path);
+  _exit(1);
+}
+
+int hold_inherited(const char *stem, const char *fd_text) {
+  char error[512] = "";
+  char *end;
+  long fd = strtol(fd_text, &end, 10);
+  if (*end != 0 || fd < 3 || fd > 1024 || name_paths(stem, error, sizeof error) < 0) return 2;
+  signal(SIGPIPE, SIG_IGN);
+  return held((int)fd);
 }

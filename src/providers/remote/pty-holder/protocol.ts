@@ -55,6 +55,18 @@ export function spawnFrame(rows: number, cols: number, credit: number, script: s
   return frame('S', Buffer.concat([head, text]))
 }
 
+/**
+ * The hold frame, sent instead of a spawn to a dsh-pty waiting for its first frame: it starts a
+ * held shell's holder at `stem` (STEM.sock, STEM.meta; hold.c) and becomes the relay to it, so
+ * the frames after it are the held protocol's ({@link heldSpawnFrame} first).
+ * @throws RangeError for a stem longer than dsh-pty takes (4095 bytes).
+ */
+export function holdFrame(stem: string): Buffer {
+  const bytes = Buffer.from(stem, 'utf8')
+  if (bytes.length === 0 || bytes.length > 4095) throw new RangeError(`a held shell's stem of ${bytes.length} bytes is not one dsh-pty takes (1 to 4095)`)
+  return frame('W', bytes)
+}
+
 /** Input frames for `data`, split so that none exceeds {@link MAX_HOLDER_FRAME}. */
 export function inputFrames(data: Buffer): Buffer {
   if (data.length <= MAX_HOLDER_FRAME) return frame('I', data)
@@ -132,7 +144,7 @@ function shortString(text: string): Buffer {
 }
 
 /**
- * The spawn frame of a held shell (`dsh-pty --hold`): as {@link spawnFrame}, plus what makes the
+ * The spawn frame of a held shell (after {@link holdFrame}): as {@link spawnFrame}, plus what makes the
  * shell outlive its client (see {@link DetachedSpawn}).
  * @throws RangeError when it does not fit one frame.
  */

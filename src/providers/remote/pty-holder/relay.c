@@ -49,7 +49,7 @@ static int write_all(int fd, const unsigned char *data, size_t length) {
   return 0;
 }
 
-int relay(const char *path) {
+int relay(const char *path, const unsigned char *first, size_t first_len) {
   signal(SIGPIPE, SIG_IGN);
   int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un address = { .sun_family = AF_UNIX };
@@ -69,6 +69,8 @@ int relay(const char *path) {
     write_all(1, (const unsigned char *)text, length);
     return 1;
   }
+  /* What the client sent before the relay began (a held shell's spawn after the hold frame). */
+  if (first_len > 0 && write_all(sock, first, first_len) < 0) return 0;
   static unsigned char buffer[64 * 1024];
   for (;;) {
     struct pollfd fds[2] = { { 0, POLLIN, 0 }, { sock, POLLIN, 0 } };

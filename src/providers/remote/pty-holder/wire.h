@@ -13,6 +13,10 @@ static inline void put_u16(unsigned char *p, uint16_t v) { p[0] = v & 0xff; p[1]
 static inline void put_u32(unsigned char *p, uint32_t v) { p[0] = v & 0xff; p[1] = v >> 8 & 0xff; p[2] = v >> 16 & 0xff; p[3] = v >> 24 & 0xff; }
 static inline void put_u64(unsigned char *p, uint64_t v) { put_u32(p, (uint32_t)v); put_u32(p + 4, (uint32_t)(v >> 32)); }
 
+/* The protocol version both modes say in their hello (`H`) and `--version`: bumped with any frame
+ * change (4: the attached mode's `W` hold frame). */
+#define PROTOCOL "4"
+
 /* The largest frame either side accepts (bytes of payload): a spawn carries the start wrapper
  * (<= 128 KiB). */
 #define MAX_FRAME (1u << 20)
