@@ -216,6 +216,13 @@ export const SIGNAL_DRAIN_QUIET_MS = 15
 export const SIGNAL_DRAIN_BOUND_MS = 300
 
 /**
+ * The longest a foreground probe waits for output the transport received before its facts but
+ * still buffered (ms; see inspectForeground): the reader takes it at its pace. After it the
+ * facts go as they are, as they did before the wait existed.
+ */
+export const PROBE_DELIVERY_BOUND_MS = 2_000
+
+/**
  * Input typed before the program first reads the terminal waits until it does (see
  * {@link RemoteTerminalHandle.write}): at most this long (ms) after the first write.
  */
@@ -434,6 +441,11 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   /** A recovery of the control channel in progress. */
   private recovery: Promise<ControlChannel> | undefined
   /** Transport chunks not yet written to `output`, in arrival order. */
+  /** Bytes the transport delivered to this handle in all, and the probes waiting for a count of them (see inspectForeground). */
+  private receivedBytes = 0
+  private receivedWaiters: ({ upTo: number } & PromiseWithResolvers<void>)[] = []
+  /** The transport's output ended (nothing more will be received). */
+  private outputDone = false
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
@@ -525,6 +537,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     // Everything held is delivered before `done` settles and before `output` ends.
     const ended = (): void => {
       this.flush()
+      this.outputDone = true
+      for (const waiter of this.receivedWaiters) waiter.resolve()
       outputEnded.resolve()
     }
     transport.output.on('data', (chunk: Buffer) => this.hold(chunk))
@@ -718,15 +732,17 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       // quiet, so no probe splits it (at most SIGNAL_DRAIN_BOUND_MS).
       if (this.drain !== undefined) await this.drain.done.promise
       // What the program printed before it blocked reading must reach the reader of `output`
-      // before the probe that proves the read: hand over what the coalescing holds. What the
-      // transport still buffers (paused while the reader or the emulator was behind, say under
-      // a replayed flood) has not reached `output`: a read is not proven until it has (the
-      // reader takes it, the transport resumes, a later probe proves it), as the holder proves
-      // none while output it has not sent is ahead (foreground.c fg_reply).
+      // before the probe that proves the read. What the transport still buffers (received
+      // before these facts, but paused while the reader or the emulator was behind: a replayed
+      // flood, say) is waited for as the reader takes it; then the coalescing is handed over.
+      // The facts stay as they were: a probe made to say "not waiting" would let terminal-bash
+      // accept the shell's prompt wait before the shell read the send (its rule for the initial
+      // foreground group).
+      const buffered = this.liveHeld === undefined ? this.transport.output.readableLength : 0
+      if (buffered > 0) await this.received(this.receivedBytes + buffered, PROBE_DELIVERY_BOUND_MS)
       this.flush()
       if (facts === undefined || facts.tpgid <= 0) return undefined
-      const behind = this.liveHeld === undefined && this.transport.output.readableLength > 0
-      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(behind ? { ...facts, inputWaiting: false, waitingCall: undefined } : facts) }
+      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }).finally(() => { this.probing -= 1 }))
   }
 
@@ -836,6 +852,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
    */
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
+    this.receivedBytes += chunk.length
+    while (this.receivedWaiters.length > 0 && this.receivedWaiters[0]!.upTo <= this.receivedBytes) this.receivedWaiters.shift()!.resolve()
     this.lastOutputAt = performance.now()
     // The chunk with a prompt marker, and the next (the prompt's text, when bash printed it
     // after the marker in a separate write), go at the next turn.
@@ -956,6 +974,22 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       return
     }
     this.track(this.control.foreground(this.identity)).catch(() => undefined)
+  }
+
+  /**
+   * Resolves once the transport delivered `upTo` bytes in all (see {@link receivedBytes}), or
+   * after `boundMs`, or when the output ends. Never rejects.
+   */
+  private received(upTo: number, boundMs: number): Promise<void> {
+    if (this.receivedBytes >= upTo || this.outputDone) return Promise.resolve()
+    const waiter = { upTo, ...Promise.withResolvers<void>() }
+    this.receivedWaiters.push(waiter)
+    this.receivedWaiters.sort((a, b) => a.upTo - b.upTo)
+    const timer = setTimeout(() => waiter.resolve(), boundMs)
+    return waiter.promise.finally(() => {
+      clearTimeout(timer)
+      this.receivedWaiters = this.receivedWaiters.filter(other => other !== waiter)
+    })
   }
 
   /** Write every held chunk to `output` as one chunk, in order; then let the transport go on (see {@link updateSource}). */

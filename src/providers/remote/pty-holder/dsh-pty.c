@@ -47,8 +47,7 @@
  *   f probe reply   u32 request id, u8 outcome (0 facts, 1 gone: the program ended or is another
  *             process), i32 the tty's foreground group (tpgid, -1 for none), i32 the program's own
  *             group, u8 waiting (a member of the foreground group is proven blocked reading the
- *             terminal, and the PTY holds no output the client was not sent: see fg_reply), then
- *             the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
+ *             terminal), then the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
  *             Frames are answered in the order they came, on the stream that carries the output:
  *             a probe's answer follows every output byte read before it.
  *
@@ -287,8 +286,7 @@ static int attached(void) {
           send_frame('k', reply, sizeof reply);
         } else if (type == 'F' && length >= 16) {
           unsigned char reply[14 + FG_CALL_MAX];
-          /* Output still in the PTY (read only as far as the credit) goes before a proven read. */
-          uint32_t reply_length = fg_reply(pty.master >= 0, pty_output_unread(pty.master), pty.slave_dev, pty.slave_ino, payload, reply);
+          uint32_t reply_length = fg_reply(pty.master >= 0, pty.slave_dev, pty.slave_ino, payload, reply);
           send_frame('f', reply, reply_length);
         }
         at += 5 + (size_t)length;

@@ -239,7 +239,7 @@ int fg_probe(pid_t program, unsigned long long starttime, dev_t tty_dev, ino_t t
   return 0;
 }
 
-unsigned int fg_reply(int have_pty, int output_behind, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply) {
+unsigned int fg_reply(int have_pty, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply) {
   struct fg_facts facts;
   int gone = !have_pty || fg_probe((pid_t)get_u32(request + 4), (unsigned long long)get_u64(request + 8), tty_dev, tty_ino, &facts) != 0;
   memcpy(reply, request, 4);
@@ -247,7 +247,6 @@ unsigned int fg_reply(int have_pty, int output_behind, dev_t tty_dev, ino_t tty_
   if (gone) return 5;
   put_u32(reply + 5, (uint32_t)(int32_t)facts.tpgid);
   put_u32(reply + 9, (uint32_t)(int32_t)facts.program_pgrp);
-  if (output_behind) { reply[13] = 0; return 14; }
   reply[13] = facts.waiting ? 1 : 0;
   size_t call = strlen(facts.call);
   memcpy(reply + 14, facts.call, call);

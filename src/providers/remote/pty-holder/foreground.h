@@ -30,12 +30,8 @@ int fg_probe(pid_t program, unsigned long long starttime, dev_t tty_dev, ino_t t
 /*
  * Answer the probe request `request` (an `F` frame's payload, at least 16 bytes: u32 id, u32 pid,
  * u64 start time) into `reply` (room for 14 + FG_CALL_MAX bytes): the `f` frame's payload (see
- * dsh-pty.c), "gone" when there is no PTY (`have_pty` 0). `output_behind`: the program printed
- * output this client was not sent yet (the PTY holds unread bytes, or a held shell's log is ahead):
- * a wait is then not reported, since the answer would overtake that output and terminal-bash
- * would settle the send without it; the next probe, once it is sent, reports the wait. Returns
- * the reply's length.
+ * dsh-pty.c), "gone" when there is no PTY (`have_pty` 0). Returns the reply's length.
  */
-unsigned int fg_reply(int have_pty, int output_behind, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply);
+unsigned int fg_reply(int have_pty, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply);
 
 #endif

@@ -540,10 +540,11 @@ static int controller_frame(unsigned char type, const unsigned char *p, uint32_t
     signal_request(p);
   } else if (type == 'F' && length >= 16) {
     unsigned char reply[14 + FG_CALL_MAX];
-    /* Output this controller was not sent yet: in the log (a client that resumed behind the
-     * head), or still in the PTY (read only as far as the credit). */
-    int behind = H.sent < H.head || pty_output_unread(H.pty.master);
-    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, behind, H.pty.slave_dev, H.pty.slave_ino, p, reply);
+    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
+    /* A read proven while the log holds output this controller was not sent yet (a client that
+     * resumed behind the head) is not reported: the answer would overtake what the program
+     * printed before it read, and terminal-bash would settle the send without it. */
+    if (reply_length >= 14 && H.sent < H.head) { reply[13] = 0; reply_length = 14; }
     queue_frame(&H.controller, 'f', reply, reply_length);
   } else if (type == 'Q') {
     /* A shell still running is one whose start failed on the client's side: nobody will take

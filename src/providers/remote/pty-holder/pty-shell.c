@@ -82,8 +82,3 @@ void pty_exit_status(int status, unsigned char out[3]) {
   if (WIFSIGNALED(status)) { out[0] = 1; out[1] = (unsigned char)WTERMSIG(status); out[2] = WCOREDUMP(status) ? 1 : 0; }
   else { out[0] = 0; out[1] = (unsigned char)WEXITSTATUS(status); out[2] = 0; }
 }
-
-int pty_output_unread(int master) {
-  int unread = 0;
-  return master >= 0 && ioctl(master, FIONREAD, &unread) == 0 && unread > 0;
-}

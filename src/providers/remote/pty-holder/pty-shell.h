@@ -31,10 +31,6 @@ int pty_shell_start(unsigned rows, unsigned cols, const char *script, const sigs
  */
 int pty_signal_foreground(int master, int signo, pid_t program, pid_t *group);
 
-/* Whether the PTY master holds output not read yet (FIONREAD, tty_ioctl(4)): what the program
- * printed that its parent has not relayed (it reads only as far as the client's credit). */
-int pty_output_unread(int master);
-
 /* The three bytes of an exit frame for wait status `status`: kind (0 exited, 1 killed by a
  * signal), exit code or signal number, core dumped. */
 void pty_exit_status(int status, unsigned char out[3]);
