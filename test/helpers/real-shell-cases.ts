@@ -191,7 +191,7 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
     expect(await terminalLeftovers(world.containerId(), created.pid!)).toEqual([])
   }, 35_000)
 
-  it('settles programs blocked reading the terminal as stdin_read (python input(), cat)', async () => {
+  it('settles programs blocked reading the terminal as stdin_read (python input(), the shell\'s own read after a job, cat)', async () => {
     // Proving stdin-wait needs the probe to run as the shell's own uid (DESIGN.md section 3);
     // the silence tier is out of reach, so only a proven read settles these sends.
     const { ctx, agent } = await world.harness(user, { idleSilenceMs: 5_000, timeoutMs: 8_000 })
@@ -202,6 +202,13 @@ export function realShellCases(world: RealShellWorld, user: string, uid: number)
     const answered = await ctx.terminals.startSend(agent, created.sessionId, { text: 'world', submit: true }).done
     expect(answered.waitReason).toBe('stdin_read')
     expect(answered.viewport).toContain('hi world')
+    // The shell's builtin `read` after a job of another group: the shell's group goes from its
+    // prompt's wait to seq's group being foreground to `read`, and no probe sees it not waiting.
+    const job = await ctx.terminals.startSend(agent, created.sessionId, { text: 'seq 1 200000; read x; echo "got-$x"', submit: true }).done
+    expect(job.waitReason).toBe('stdin_read')
+    expect(job.viewport).toContain('200000')
+    const replied = await ctx.terminals.startSend(agent, created.sessionId, { text: 'ok', submit: true }).done
+    expect(replied.viewport).toContain('got-ok')
     const cat = await ctx.terminals.startSend(agent, created.sessionId, { text: 'cat', submit: true }).done
     expect(cat.waitReason).toBe('stdin_read')
     // Closing with cat still in the foreground leaves nothing behind.

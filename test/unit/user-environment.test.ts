@@ -65,6 +65,23 @@ describe('InputWaitObserver', () => {
     ].map(item => observer.observe(item))).toEqual([true, false, true])
   })
 
+  it('remembers a group\'s wait across other groups: the shell back from `seq` waiting in `read x` is reported not waiting once', () => {
+    const observer = new InputWaitObserver()
+    expect([
+      facts(10, '10:0:0x0:0x7ffd:40'), // the prompt, before the send
+      facts(20, undefined), // `seq 1 100000`, printing
+      facts(10, '10:0:0x0:0x7ffc:52'), // the builtin `read x`: the shell's group, another wait
+      facts(10, '10:0:0x0:0x7ffc:52'), // the same wait again
+    ].map(item => observer.observe(item))).toEqual([true, false, false, true])
+  })
+
+  it('forgets the oldest groups beyond 32: a group seen again after them is reported as it is', () => {
+    const observer = new InputWaitObserver()
+    observer.observe(facts(10, '10:0:0x0:0x7ffd:40'))
+    for (let group = 100; group < 132; group += 1) observer.observe(facts(group, undefined))
+    expect(observer.observe(facts(10, '10:0:0x0:0x7ffc:52'))).toBe(true)
+  })
+
   it('reports a group that just became foreground as it is, and a group not waiting as not waiting', () => {
     const observer = new InputWaitObserver()
     expect([facts(10, '10:270:0x1:0x7ffd:40'), facts(20, '20:0:0x0:0x7ffe:3'), facts(20, undefined), facts(20, '20:0:0x0:0x7ffe:5')].map(item => observer.observe(item))).toEqual([true, true, false, true])

@@ -10,28 +10,37 @@
  * wait and enters the next within a millisecond, between two polls 50 ms apart, so no probe sees
  * the gap. The control program names the waiting thread's wait (thread, system call, fd, buffer,
  * and how many times the thread was scheduled, which a blocked thread never is): a different
- * wait of the same group on the next probe proves the gap, and this observer reports that one
- * probe as not waiting; the next probe of the same wait reports it.
+ * wait of the same group than the one the last probe of that group saw proves the gap, and this
+ * observer reports that one probe as not waiting; the next probe of the same wait reports it.
+ * The last probe of the group need not be the last probe: in `seq 1 100000; read x` the shell's
+ * group leaves its prompt for `seq`'s group and next waits in the builtin `read`, and no probe
+ * sees it not waiting in between (issue 22's trial: such a send settled by terminal-bash's 3 s
+ * silence, not as `stdin_read`).
  * @module dsh-remote-worlds/providers/remote/input-wait
  */
 import type { ForegroundFacts } from './control-channel.ts'
 
+/** Foreground groups whose last wait an observer remembers; more are forgotten, oldest first. */
+const REMEMBERED_GROUPS = 32
+
 /** One terminal's view of successive foreground probes (one instance per terminal handle). */
 export class InputWaitObserver {
-  private last: { tpgid: number; call: string | undefined } | undefined
+  /** Per foreground group, the wait the last probe of it saw (undefined: not waiting). */
+  private readonly lastWait = new Map<number, string | undefined>()
 
   /**
    * The seam's `inputWaiting` for this probe: `facts.inputWaiting`, except `false` for a probe
-   * that finds the foreground group of the probe before it waiting again, but in a different
-   * wait (it left one wait and entered another in between). A group that just became
-   * foreground (cat started from the prompt) is reported as it is. Probes must be observed in
-   * the order the control program answered them.
+   * that finds a group waiting in another wait than the last probe of that group saw it in (it
+   * left one wait and entered another since, whatever groups were foreground in between). A
+   * group first seen (cat started from the prompt) is reported as it is. Probes must be observed
+   * in the order they were answered.
    */
   observe(facts: ForegroundFacts): boolean {
-    const previous = this.last
-    this.last = { tpgid: facts.tpgid, call: facts.waitingCall }
+    const previous = this.lastWait.get(facts.tpgid)
+    this.lastWait.delete(facts.tpgid)
+    this.lastWait.set(facts.tpgid, facts.waitingCall)
+    if (this.lastWait.size > REMEMBERED_GROUPS) this.lastWait.delete(this.lastWait.keys().next().value!)
     if (!facts.inputWaiting) return false
-    const reentered = previous?.tpgid === facts.tpgid && previous.call !== undefined && previous.call !== facts.waitingCall
-    return !reentered
+    return previous === undefined || previous === facts.waitingCall
   }
 }
