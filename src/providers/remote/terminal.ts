@@ -440,12 +440,12 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private control: ControlChannel
   /** A recovery of the control channel in progress. */
   private recovery: Promise<ControlChannel> | undefined
-  /** Transport chunks not yet written to `output`, in arrival order. */
   /** Bytes the transport delivered to this handle in all, and the probes waiting for a count of them (see inspectForeground). */
   private receivedBytes = 0
   private receivedWaiters: ({ upTo: number } & PromiseWithResolvers<void>)[] = []
   /** The transport's output ended (nothing more will be received). */
   private outputDone = false
+  /** Transport chunks not yet written to `output`, in arrival order. */
   private pending: Buffer[] = []
   private pendingBytes = 0
   private flushTimer: NodeJS.Timeout | undefined
@@ -853,7 +853,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private hold(chunk: Buffer): void {
     if (chunk.length === 0) return
     this.receivedBytes += chunk.length
-    while (this.receivedWaiters.length > 0 && this.receivedWaiters[0]!.upTo <= this.receivedBytes) this.receivedWaiters.shift()!.resolve()
+    for (const waiter of this.receivedWaiters) if (waiter.upTo <= this.receivedBytes) waiter.resolve()
     this.lastOutputAt = performance.now()
     // The chunk with a prompt marker, and the next (the prompt's text, when bash printed it
     // after the marker in a separate write), go at the next turn.
@@ -984,7 +984,6 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.receivedBytes >= upTo || this.outputDone) return Promise.resolve()
     const waiter = { upTo, ...Promise.withResolvers<void>() }
     this.receivedWaiters.push(waiter)
-    this.receivedWaiters.sort((a, b) => a.upTo - b.upTo)
     const timer = setTimeout(() => waiter.resolve(), boundMs)
     return waiter.promise.finally(() => {
       clearTimeout(timer)

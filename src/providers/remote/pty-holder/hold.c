@@ -5,8 +5,9 @@
  * Unix socket at STEM.sock, forks the HOLDER (a daemon: a session of its own, SIGHUP ignored,
  * stdio on /dev/null, no client's session tag: it runs itself again as `dsh-pty --held STEM FD`
  * when the process it forked from carried one) and then relays its own stdin/stdout to that
- * socket (relay.c); later clients reach the same holder through `dsh-pty --connect STEM.sock`. The holder is the shell's parent, as in the attached mode
- * (dsh-pty.c): it owns the PTY, reaps the shell, answers probes and signals. What it adds:
+ * socket (relay.c); later clients reach the same holder through `dsh-pty --connect STEM.sock`.
+ * The holder is the shell's parent, as in the attached mode (dsh-pty.c): it owns the PTY, reaps
+ * the shell, answers probes and signals. What it adds:
  *
  * - A bounded output log: every byte read from the PTY is kept in a ring of LOG bytes (default
  *   8 MiB) addressed by its absolute offset since the shell started. With a controller attached
