@@ -14,6 +14,7 @@ export type { ControlInfo, ControlTransport, ForegroundFacts, ProcessIdentity, R
 export * from './providers/remote/errors.ts'
 export { shQuote, shQuoteArgv, shQuoteEnvEntry } from './providers/remote/quote.ts'
 export { RemoteTerminalHandle, startRemoteTerminal } from './providers/remote/terminal.ts'
+export type { RemoteProcessHandle, RemoteSubprocessOutcome, RemoteTerminateOptions } from './providers/remote/process.ts'
 export type { RemoteTerminalStart, TerminalTransport } from './providers/remote/terminal.ts'
 export { terminateSession, sessionMembers } from './providers/remote/teardown.ts'
 export { resolveDevcontainer, planDevcontainer, readDevcontainerSettings, findDevcontainers, chooseDevcontainer, selectDevcontainer, locateDevcontainer, projectFolder, devcontainerId, LOCAL_FOLDER_LABEL, CONFIG_FILE_LABEL, METADATA_LABEL, DevcontainerAmbiguousError, DevcontainerConfigInvalidError, DevcontainerConfigMissingError, DevcontainerNotFoundError, DevcontainerStoppedError, DevcontainerUserNotFoundError } from './devcontainer/index.ts'

@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto'
 import type { PassThrough } from 'node:stream'
+import { setTimeout as delay } from 'node:timers/promises'
 import { Context } from '@deepseek-ai/cordis'
 import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
 import type { ShellExecRequest, ShellRunResult } from '@deepseek-ai/dsh-shell'
@@ -21,6 +22,7 @@ import {
   TransportError,
   WorldClosedError,
 } from '../../src/providers/remote/errors.ts'
+import type { RemoteProcessHandle } from '../../src/providers/remote/process.ts'
 import { USERS, type ContainerProcess, containerProcesses, execIn, hangGuard, waitFor } from '../docker/helpers.ts'
 
 /** The ambient environment every world gives its processes in this suite (names the env case checks). */
@@ -412,21 +414,39 @@ export function spawnCases(world: SpawnWorld): void {
       expect(() => runtime.spawn(spec(['true'], { signal: before.signal }))).toThrow('aborted before spawn')
 
       // Abort before the start reached the world (spawn returned; the world is still being
-      // prepared): a failed spawn, as the local provider's, never a SIGTERM that was not sent.
+      // prepared): the start finishes and the program is really signalled, as a local process
+      // the same abort ended.
       const marker = sleepMarker()
       const during = new AbortController()
       const handle = runtime.spawn(spec(['sleep', marker], { signal: during.signal }))
       during.abort(new Error('cancel'))
-      const cancelled = await hangGuard(handle.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'aborted done')
-      expect(cancelled).toBeInstanceOf(SpawnCancelledError)
-      expect([(cancelled as SpawnCancelledError).code, (cancelled as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'aborted before spawn: Error: cancel'])
-      expect(handle.pid).toBe(-1)
+      expect(await hangGuard(handle.done, 10_000, 'aborted done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
+      expect(handle.pid).toBeGreaterThan(0)
       expect(await hangGuard(handle.waitForExit(), 10_000, 'aborted waitForExit')).toBe(true)
-      // terminate() in the same window, even of a spawn that could never start (a missing cwd).
+      // terminate() in the same window of a spawn that could never start (a missing cwd): the
+      // failed spawn, as upstream's.
       const early = runtime.spawn(spec(['true'], { cwd: '/no/such/dir' }))
       early.terminate()
-      const terminated = await hangGuard(early.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'terminated done')
-      expect([(terminated as SpawnCancelledError).code, (terminated as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'terminated before the process started in the world'])
+      const failed = await hangGuard(early.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'terminated done')
+      expect([failed instanceof CwdNotFoundError, (failed as CwdNotFoundError).code]).toEqual([true, 'ENOENT'])
+      expect(await early.waitForExit()).toBe(true)
+
+      // Only on request is a start that has not reached the world stopped: nothing runs, and
+      // done rejects SpawnCancelledError (the abort's reason when the signal aborted first).
+      const ran = `/tmp/spawn-cancelled-${marker}`
+      const asked = runtime.spawn(spec(['touch', ran])) as RemoteProcessHandle
+      asked.terminate({ cancelUnstarted: true })
+      const cancelled = await hangGuard(asked.done.then(() => undefined, (reason: unknown) => reason), 10_000, 'cancelled done')
+      expect(cancelled).toBeInstanceOf(SpawnCancelledError)
+      expect([(cancelled as SpawnCancelledError).code, (cancelled as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'terminated before the process started in the world'])
+      expect([asked.pid, await asked.waitForExit()]).toEqual([-1, true])
+      const abortedAsked = new AbortController()
+      const cancelledByAbort = runtime.spawn(spec(['touch', ran], { signal: abortedAsked.signal })) as RemoteProcessHandle
+      abortedAsked.abort(new Error('cancel'))
+      cancelledByAbort.terminate({ cancelUnstarted: true })
+      const reason = await hangGuard(cancelledByAbort.done.then(() => undefined, (error: unknown) => error), 10_000, 'cancelled-by-abort done')
+      expect([(reason as SpawnCancelledError).code, (reason as SpawnCancelledError).message]).toEqual(['SPAWN_CANCELLED', 'aborted before spawn: Error: cancel'])
+      expect((await execIn(world.containerId(), ['test', '-e', ran])).exitCode).toBe(1)
 
       // Abort once the program runs.
       const after = new AbortController()
@@ -436,6 +456,45 @@ export function spawnCases(world: SpawnWorld): void {
       expect(await hangGuard(live.done, 10_000, 'aborted live done')).toEqual({ exitCode: null, signal: 'SIGTERM' })
       expect(await live.waitForExit()).toBe(true)
       expect(await running(world.containerId(), marker)).toEqual([])
+    })
+
+    // Code written against the local world, where a spawned program has always started when
+    // spawn() returns, ends it at once and awaits done as a terminated outcome. Whatever the
+    // start's progress, the program is really signalled and nothing of it is left.
+    const TERMINATED = { exitCode: null, signal: 'SIGTERM' }
+    async function expectEnded(handle: SubprocessHandle, marker: string, what: string): Promise<void> {
+      expect(await hangGuard(handle.done, 10_000, `${what}: done`)).toEqual(TERMINATED)
+      expect(handle.pid).toBeGreaterThan(0)
+      expect(await hangGuard(handle.waitForExit(), 10_000, `${what}: waitForExit`)).toBe(true)
+      expect(await running(world.containerId(), marker)).toEqual([])
+    }
+    const later = async (ms: number): Promise<void> => { if (ms > 0) await delay(ms) }
+
+    it.each([0, 1, 5, 20])('terminate() %i ms after spawn(): the program is started and signalled, done is SIGTERM', async ms => {
+      const marker = sleepMarker()
+      const handle = runtime.spawn(spec(['sleep', marker]))
+      await later(ms)
+      handle.terminate()
+      await expectEnded(handle, marker, `terminate at ${ms} ms`)
+    })
+
+    it.each([0, 1, 5, 20])('the spec\'s signal aborted %i ms after spawn(): the program is started and signalled, done is SIGTERM', async ms => {
+      const marker = sleepMarker()
+      const controller = new AbortController()
+      const handle = runtime.spawn(spec(['sleep', marker], { signal: controller.signal }))
+      await later(ms)
+      controller.abort(new Error('stop'))
+      await expectEnded(handle, marker, `abort at ${ms} ms`)
+    })
+
+    it.each([0, 1, 5, 20])('disposal %i ms after the first spawn() of a runtime: the program is started and signalled, done is SIGTERM', async ms => {
+      const own = new Context()
+      await world.plugin(own, 'agent')
+      const marker = sleepMarker()
+      const handle = (own.subprocess as RemoteRuntime).spawn(spec(['sleep', marker]))
+      await later(ms)
+      await hangGuard(own.fiber.dispose(), 20_000, `disposal at ${ms} ms`)
+      await expectEnded(handle, marker, `disposal at ${ms} ms`)
     })
 
     it('disposal ends every process it started and removes the state directory', async () => {

@@ -102,7 +102,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   private async openTerminalTransport(world: DockerWorld, user: string | undefined, start: { script: string; rows: number; cols: number }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return world.openTerminal(start.script, user)
-    return openHeldTerminal(await world.openHolder(holder.path, user), { ...start, where: world.describe(user) })
+    return openHeldTerminal(await world.openHolder(holder, user), { ...start, where: world.describe(user) })
   }
 
   /** @inheritdoc */
@@ -128,7 +128,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
     }
     const handle = await this.startTerminal(common, {
       plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
-      holder: path => world.openHolder(path, user),
+      holder: copy => world.openHolder(copy, user),
     })
     return this.adoptTerminal(handle)
   }
@@ -136,6 +136,9 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   /**
    * Start one process in the container (a non-TTY exec running the process wrapper; see
    * remote/process.ts). Returns at once; `pid` is the remote pid once published (-1 before).
+   * A terminate(), an abort of `spec.signal` or this runtime's disposal before the program
+   * started lets the start finish, then signals the program: `done` is its true outcome
+   * (RemoteProcessHandle; `terminate({ cancelUnstarted: true })` stops a start not yet opened).
    * @throws InvalidArgumentError for an invalid spec; Error when `spec.signal` already aborted;
    *   WorldClosedError after disposal. Start failures (CwdNotFoundError,
    *   ExecutableNotFoundError, TargetNotRunningError, ...) reject `done`.

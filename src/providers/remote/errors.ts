@@ -143,10 +143,13 @@ export class CwdNotFoundError extends RemoteWorldError {
 }
 
 /**
- * A start cancelled before anything ran in the world: the spec's signal aborted (the message is
- * the local provider's `aborted before spawn: REASON`), or the handle was terminated, or its
- * world disposed, while the world was still being prepared. `done` rejects with it, as a failed
- * spawn: no process started, so no signal was sent and none is reported.
+ * A start cancelled before anything ran in the world, only on the caller's request: the handle's
+ * `terminate({ cancelUnstarted: true })` (remote/process.ts `RemoteTerminateOptions`) while the
+ * world was still being prepared. `done` rejects with it, as a failed spawn: no process
+ * started, so no signal was sent and none is reported. The message is the local provider's
+ * `aborted before spawn: REASON` when the spec's signal had aborted, else `terminated before the
+ * process started in the world`. A plain `terminate()`, an abort or a disposal never gives it:
+ * the start finishes and the program is signalled (its true outcome).
  */
 export class SpawnCancelledError extends RemoteWorldError {
   constructor(message: string) {

@@ -42,6 +42,18 @@ export interface RemoteSubprocessOutcome extends SubprocessOutcome {
   events?: ResourceEvent[] | undefined
 }
 
+/** What a caller may ask of {@link RemoteProcessHandle.terminate} beyond the seam's `terminate()`. */
+export interface RemoteTerminateOptions {
+  /**
+   * When the start has not yet reached the world (the world is still being prepared: nothing
+   * was opened there, nothing ran), stop it instead of letting it finish: `done` rejects with
+   * {@link SpawnCancelledError}, and no process ran. Once the start was opened (the program may
+   * be running), the same as without it: the start finishes and the signal is delivered.
+   * Default false.
+   */
+  cancelUnstarted?: boolean | undefined
+}
+
 /** The byte streams of one remote non-PTY process, as a world provides them. */
 export interface ProcessTransport {
   /** The process's stdout bytes; ends when the remote side closed it (or the transport broke). */
@@ -149,6 +161,18 @@ interface OutputSink {
 /**
  * A live remote process. `spawn()` returns it at once; the remote start runs behind it.
  * `pid` is -1 until the program published its pid (and stays -1 when the start failed).
+ *
+ * A `terminate()`, the spec's signal aborting, or the runtime's disposal that arrives before the
+ * program started in the world lets the start finish, then delivers the teardown ladder to the
+ * program as it would to any running one: `done` is the program's true outcome (SIGTERM for one
+ * that does not handle it), as the local provider reports a process the same call ended, whose
+ * program has always started when `spawn()` returns. Letting the start finish costs one start
+ * (a pooled Docker launcher run ~9 ms, an SSH exec channel ~4 ms) and reports only what
+ * happened; reporting a signal for a start that was stopped instead would report a signal never
+ * sent. A start that could never succeed (a missing cwd or program) rejects `done` as a failed
+ * spawn, terminated or not. Only a caller that asks for it (`terminate({ cancelUnstarted: true })`)
+ * has a start that had not yet reached the world stopped, and `done` rejected with
+ * {@link SpawnCancelledError}.
  */
 export class RemoteProcessHandle implements SubprocessHandle {
   readonly stdin: Writable | undefined
@@ -176,11 +200,13 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private readonly holds = new Map<Readable, () => void>()
   private settled = false
   private terminationRequested = false
+  /** A caller asked to stop a start that has not reached the world (RemoteTerminateOptions). */
+  private cancelUnstarted = false
   private termination: Promise<void> | undefined
   private terminationFailure: Error | undefined
   private treeGone = false
   private spillCleanup: Promise<void> | undefined
-  /** Why a start that never reached the world was cancelled (set by the abort signal). */
+  /** Why a start cancelled on request ({@link RemoteTerminateOptions}) was cancelled, when the spec's signal aborted. */
   private cancelReason: string | undefined
   private readonly onAbort = (): void => {
     this.cancelReason ??= `aborted before spawn: ${String(this.spec.signal?.reason ?? 'aborted')}`
@@ -257,10 +283,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
     }
     this.spills = { stdout: spillOf(this.out.collector, 'stdout'), stderr: spillOf(this.err.collector, 'stderr') }
     this.statusFile = `${world.stateDir}/.${stamp}.status`
-    if (this.terminationRequested) {
-      // Cancelled before anything started in the world: no process ran and none was killed, so
-      // the outcome is a failed spawn (the local provider throws `aborted before spawn` for an
-      // aborted signal), never a SIGTERM that was not sent.
+    if (this.terminationRequested && this.cancelUnstarted) {
+      // Cancelled on request before anything was opened in the world: no process ran and none
+      // was killed, so the outcome is a failed spawn (the local provider throws `aborted before
+      // spawn` for an aborted signal), never a SIGTERM that was not sent. Without the request the
+      // start goes on, and terminateOnce signals the program once it published its pid.
       this.startedGate.resolve(undefined)
       this.treeGone = true
       this.finishStreams()
@@ -582,10 +609,14 @@ export class RemoteProcessHandle implements SubprocessHandle {
   /**
    * Begin the SIGTERM -> graceMs -> SIGKILL escalation on the process tree (the program's
    * session and every descendant, through the control channel). Idempotent; a no-op once the
-   * tree is gone; also triggered by the spec's abort signal. A failure surfaces from
-   * {@link waitForExit}.
+   * tree is gone; also triggered by the spec's abort signal and the runtime's disposal. Before
+   * the program started in the world, the start finishes first and the escalation follows it
+   * (see the class comment), unless `options.cancelUnstarted` stops a start not yet opened. A
+   * failure surfaces from {@link waitForExit}.
    */
-  terminate(): void {
+  terminate(options?: RemoteTerminateOptions): void {
+    // Noted even when a termination already runs: its start may not have been opened yet.
+    if (options?.cancelUnstarted === true) this.cancelUnstarted = true
     if (this.treeGone || this.termination !== undefined) return
     this.terminationRequested = true
     for (const release of this.holds.values()) release()
@@ -602,8 +633,8 @@ export class RemoteProcessHandle implements SubprocessHandle {
   private async terminateOnce(): Promise<void> {
     const identity = await this.startedGate.promise
     if (identity === undefined) {
-      // Nothing was published: a start still opening ends by itself (it sees the request), a
-      // failed one left nothing behind.
+      // Nothing was published: the start failed (it left nothing behind) or was cancelled on
+      // request before it was opened (nothing ran).
       this.transport?.close()
       this.treeGone = true
       return

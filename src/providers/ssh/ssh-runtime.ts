@@ -131,12 +131,12 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
-    return openHeldTerminal(await this.openHolder(lease, holder.path), start)
+    return openHeldTerminal(await this.openHolder(lease, holder), start)
   }
 
-  /** dsh-pty at `path` on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
-  private async openHolder(lease: SshLease, path: string): Promise<ProcessTransport> {
-    return processTransport(await lease.exec(holderScript(path, this.ownership.newTag())), lease.connection, true)
+  /** dsh-pty (`copy`, verified) on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
+  private async openHolder(lease: SshLease, copy: WorldToolCopy): Promise<ProcessTransport> {
+    return processTransport(await lease.exec(holderScript(copy, this.ownership.newTag())), lease.connection, true)
   }
 
   /** @inheritdoc */
@@ -167,7 +167,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         }
         return await this.startTerminal(common, {
           plain: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
-          holder: path => this.openHolder(lease, path),
+          holder: copy => this.openHolder(lease, copy),
         })
       } catch (error) {
         unhold()
@@ -180,6 +180,9 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   /**
    * Start one process on the host (a non-PTY exec channel running the process wrapper; see
    * remote/process.ts). Returns at once; `pid` is the remote pid once published (-1 before).
+   * A terminate(), an abort of `spec.signal` or this runtime's disposal before the program
+   * started lets the start finish, then signals the program: `done` is its true outcome
+   * (RemoteProcessHandle; `terminate({ cancelUnstarted: true })` stops a start not yet opened).
    * @throws InvalidArgumentError for an invalid spec; Error when `spec.signal` already aborted;
    *   WorldClosedError after disposal. Start failures (CwdNotFoundError,
    *   ExecutableNotFoundError, the connect errors, ...) reject `done`.
