@@ -131,12 +131,12 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
-    return openHeldTerminal(await this.openHolder(lease, holder), start)
+    return openHeldTerminal(await this.openHolder(lease, holder.path), start)
   }
 
-  /** dsh-pty (`copy`, verified) on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
-  private async openHolder(lease: SshLease, copy: WorldToolCopy): Promise<ProcessTransport> {
-    return processTransport(await lease.exec(holderScript(copy, this.ownership.newTag())), lease.connection, true)
+  /** dsh-pty at `path` on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
+  private async openHolder(lease: SshLease, path: string): Promise<ProcessTransport> {
+    return processTransport(await lease.exec(holderScript(path, this.ownership.newTag())), lease.connection, true)
   }
 
   /** @inheritdoc */
@@ -167,7 +167,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         }
         return await this.startTerminal(common, {
           plain: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
-          holder: copy => this.openHolder(lease, copy),
+          holder: path => this.openHolder(lease, path),
         })
       } catch (error) {
         unhold()
