@@ -19,8 +19,7 @@ import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runti
 import { HeldShellDeniedError, HeldShellLostError, type RemoteWorldError } from '../../src/providers/remote/errors.ts'
 import type { HeldShellRecord } from '../../src/providers/remote/pty-holder/held-records.ts'
 import { SESSION_TAG_VARIABLE } from '../../src/providers/remote/ownership.ts'
-import { holderCommand } from '../../src/providers/remote/pty-holder/held-shell.ts'
-import { terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
+import { holderScript, terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
 import { WORLD_OWNER } from '../../src/providers/remote/world-owner.ts'
 import { type HeldTerminal, attachHeldShell } from '../../src/providers/remote/pty-holder/held-terminal.ts'
 import type { PersistenceSetting } from '../../src/providers/remote/pty-holder/persistence.ts'
@@ -247,8 +246,8 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       let total = 0
       let cycles = 0
       const attach = async (resume: number | { fromHead: number }): Promise<HeldTerminal> => {
-        const pipe = await runtime.openProcess(holderCommand(holderPath, ['--connect', `${record.stem}.sock`]))
-        const { terminal: held, reply } = await attachHeldShell(pipe, 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: () => runtime.openProcess(holderCommand(holderPath, ['--connect', `${record.stem}.sock`])), deadlineMs: 30_000 }, resume, true)
+        const pipe = await runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
+        const { terminal: held, reply } = await attachHeldShell(pipe, 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: () => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`])), deadlineMs: 30_000 }, resume, true)
         if (offset < 0) offset = reply.head
         expect(reply.start).toBe(offset)
         return held
@@ -410,6 +409,31 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 180_000)
 
+  it('idle connections to the holder\'s socket (its own user\'s, never sending a frame) keep no reattach out, and the holder closes each of them', async () => {
+    const marker = `/tmp/held-idle-${randomBytes(4).toString('hex')}`
+    try {
+      const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
+      const name = session()
+      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'echo idle-$((1+1))' })
+      await first.kill()
+      const next = await opened(plan, name)
+      const records = JSON.parse(await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(next, user))), 'utf8')) as HeldShellRecord[]
+      const mine = records.find(record => record.program.pid === first.pid)!
+      // One more idle connection than the holder has slots for connections not yet attached.
+      const idle = execIn(world.containerId(), ['python3', '-c', IDLE_CONNECTIONS, `${mine.stem}.sock`, '5', marker], user)
+      await waitFor(async () => (await execIn(world.containerId(), ['cat', marker])).stdout, text => text === 'open 5\n', 20_000)
+      const terminal = await next.open()
+      expect(terminal.pid).toBe(first.pid)
+      expect((await terminal.send('echo back-$((40+2))')).viewport).toContain('back-42')
+      // Every one of them was closed by the holder, none by its own end.
+      expect((await idle).stdout).toBe('closed 5\n')
+      await terminal.close()
+    } finally {
+      await disposeAll()
+      await execIn(world.containerId(), ['rm', '-f', marker])
+    }
+  }, 120_000)
+
   if (options.restart !== undefined) {
     const restart = options.restart
     it('a restarted container is reported as such, never as a silent fresh shell; the next terminal starts fresh', async () => {
@@ -432,6 +456,31 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }, 180_000)
   }
 }
+
+/**
+ * A program for the world's python3 (argv: socket, count, marker file): opens `count` connections
+ * to a holder's socket that never send a frame, writes `open COUNT` to the marker once all are
+ * connected, then prints `closed N`, N the connections the holder closed within 30 s.
+ */
+const IDLE_CONNECTIONS = `
+import select, socket, sys, time
+path, count, marker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+conns = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    conns.append(s)
+with open(marker, 'w') as f:
+    f.write('open %d\\n' % count)
+closed, deadline = 0, time.monotonic() + 30
+while conns and time.monotonic() < deadline:
+    ready, _, _ = select.select(conns, [], [], 1)
+    for s in ready:
+        if not s.recv(65536):
+            conns.remove(s)
+            closed += 1
+print('closed %d' % closed)
+`
 
 /** The records file name of `target` in `stateDir` (held-records.ts names it by the target's hash). */
 async function recordsFileOf(stateDir: string, target: string): Promise<string> {

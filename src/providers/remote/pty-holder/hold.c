@@ -25,6 +25,8 @@
  *   connection, so its late writes and signals are never read.
  * - A secret: the client that created the shell gave SHA-256(secret); an attach presents the
  *   secret, compared with the digest in constant time. It is on no argv and in no environment.
+ *   A connection whose first frame did not come within PENDING_BOUND_MS is closed, and one that
+ *   finds the MAX_PENDING places taken closes the oldest: idle connections keep no attach out.
  * - A life of its own: registered in the ownership registry under an owner id of its own (the
  *   shell's session tag names it), so no client's reaper ends the shell while the holder lives;
  *   after TTL seconds without a controller it hangs the shell up and ends. A shell that ended
@@ -85,8 +87,15 @@
 #include "wire.h"
 #include "world-arch.h"
 
-/* Connections waiting for their first frame, at most. */
+/* Connections accepted and not yet the controller (their first frame, D or A, not yet read), at
+ * most. A connection when all are taken closes the oldest of them: the socket is its user's, and
+ * connections of that user that never speak (a stuck relay, a stray program) must not keep a
+ * reattach out (issue 32). */
 #define MAX_PENDING 4
+/* A pending connection whose first frame did not come within this is closed (ms). A relay sends
+ * the attach frame its client wrote as soon as it is connected (relay.c); a spawn's frame came
+ * with the hold frame that made the holder. */
+#define PENDING_BOUND_MS 5000
 /* A connection whose queued output exceeds this is dropped (bytes): a controller that stopped
  * reading must not make the holder hold unbounded memory; output frames wait for credit. */
 #define MAX_QUEUED (4u << 20)
@@ -120,6 +129,8 @@ struct conn {
   size_t in_len;
   unsigned char *out;
   size_t out_len, out_cap;
+  /* When it was accepted (now_ms), for a pending connection's bound. */
+  long long accepted_at;
 };
 
 static struct {
@@ -161,7 +172,7 @@ static void close_conn(struct conn *c) {
   if (c->fd >= 0) close(c->fd);
   free(c->in);
   free(c->out);
-  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0, 0 };
 }
 
 /* Queue a frame on `c` (written as the socket takes it). Returns -1 (and closes `c`) when the
@@ -399,7 +410,7 @@ static void detach(void) {
 static void make_controller(struct conn *c, const char *id) {
   if (H.controller.fd >= 0) close_conn(&H.controller);
   H.controller = *c;
-  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  *c = (struct conn){ -1, NULL, 0, NULL, 0, 0, 0 };
   if (strcmp(id, H.controller_id) != 0) H.signal_count = 0;
   snprintf(H.controller_id, sizeof H.controller_id, "%s", id);
 }
@@ -636,9 +647,20 @@ static void serve(void) {
     struct pollfd fds[4 + MAX_PENDING];
     int count = 0, master_at = -1, controller_at = -1, pending_at[MAX_PENDING];
     fds[count++] = (struct pollfd){ H.signal_fd, POLLIN, 0 };
+    /* Pending connections past their bound are closed; a new one takes a free slot, or the
+     * oldest pending connection's. */
     int free_slot = -1;
-    for (int i = 0; i < MAX_PENDING; i++) if (H.pending[i].fd < 0) free_slot = i;
-    fds[count++] = (struct pollfd){ free_slot >= 0 ? H.listen_fd : -1, POLLIN, 0 };
+    long long pending_due = -1;
+    for (int i = 0; i < MAX_PENDING; i++) {
+      if (H.pending[i].fd >= 0 && now - H.pending[i].accepted_at >= PENDING_BOUND_MS) close_conn(&H.pending[i]);
+      if (H.pending[i].fd < 0) free_slot = i;
+      else if (pending_due < 0 || H.pending[i].accepted_at + PENDING_BOUND_MS < pending_due) pending_due = H.pending[i].accepted_at + PENDING_BOUND_MS;
+    }
+    if (free_slot < 0) {
+      free_slot = 0;
+      for (int i = 1; i < MAX_PENDING; i++) if (H.pending[i].accepted_at < H.pending[free_slot].accepted_at) free_slot = i;
+    }
+    fds[count++] = (struct pollfd){ H.listen_fd, POLLIN, 0 };
     if (H.controller.fd >= 0) {
       controller_at = count;
       fds[count++] = (struct pollfd){ H.controller.fd, (short)((H.input_len < MAX_PENDING_INPUT ? POLLIN : 0) | (H.controller.out_len > 0 ? POLLOUT : 0)), 0 };
@@ -657,6 +679,11 @@ static void serve(void) {
     else if (!attached && H.ttl > 0) {
       long long left = (long long)H.ttl * 1000 - (now - H.detached_at);
       timeout = left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+    }
+    if (pending_due >= 0) {
+      long long left = pending_due - now;
+      if (left < 0) left = 0;
+      if (timeout < 0 || left < timeout) timeout = (int)left;
     }
     int ready = poll(fds, (nfds_t)count, timeout);
     if (ready < 0) {
@@ -705,10 +732,13 @@ static void serve(void) {
       if (pending_at[i] >= 0 && H.pending[i].fd >= 0 && (fds[pending_at[i]].revents & (POLLIN | POLLHUP | POLLERR))) receive(&H.pending[i], 0);
     if (fds[1].revents & POLLIN) {
       int fd = accept4(H.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0 && free_slot >= 0) {
-        H.pending[free_slot] = (struct conn){ fd, NULL, 0, NULL, 0, 0 };
+      if (fd >= 0) {
+        /* No slot free: the oldest pending connection makes room (it had the longest to send
+         * its first frame). */
+        close_conn(&H.pending[free_slot]);
+        H.pending[free_slot] = (struct conn){ fd, NULL, 0, NULL, 0, 0, now_ms() };
         hello(&H.pending[free_slot]);
-      } else if (fd >= 0) close(fd);
+      }
     }
   }
 }
@@ -788,8 +818,8 @@ static int held(int listen_fd) {
   if (H.signal_fd < 0) finish(1);
   H.listen_fd = listen_fd;
   H.pty = (struct pty_shell){ -1, -1, 0, 0 };
-  H.controller = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
-  for (int i = 0; i < MAX_PENDING; i++) H.pending[i] = (struct conn){ -1, NULL, 0, NULL, 0, 0 };
+  H.controller = (struct conn){ -1, NULL, 0, NULL, 0, 0, 0 };
+  for (int i = 0; i < MAX_PENDING; i++) H.pending[i] = (struct conn){ -1, NULL, 0, NULL, 0, 0, 0 };
   H.self_start = start_of(getpid());
   H.detached_at = now_ms();
   read_line("/proc/sys/kernel/random/boot_id", H.boot_id, sizeof H.boot_id);
