@@ -19,10 +19,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { holderCommand } from '../../src/providers/remote/pty-holder/held-shell.ts'
 import { attachHeldShell } from '../../src/providers/remote/pty-holder/held-terminal.ts'
 import type { ProcessTransport } from '../../src/providers/remote/process.ts'
-import { terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
+import { holderScript, terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
 import type { PersistenceSetting } from '../../src/providers/remote/pty-holder/persistence.ts'
 import type { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
 import { WORLD_OWNER } from '../../src/providers/remote/world-owner.ts'
@@ -114,7 +113,7 @@ export async function persistenceRuns(world: WorldName, target: BenchTarget, run
       await first.detach()
       // The 16 MiB pass through the detached holder's log (seconds at its pace); untimed.
       await new Promise(resolve => setTimeout(resolve, 3_000))
-      const reopen = (): Promise<ProcessTransport> => runtime.openProcess(holderCommand(holder.path, ['--connect', `${record.stem}.sock`]))
+      const reopen = (): Promise<ProcessTransport> => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
       const started = performance.now()
       const { terminal: held } = await attachHeldShell(await reopen(), world, { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: reopen, deadlineMs: 30_000 }, { fromHead: REPLAY_ROW_BYTES }, true)
       let received = 0

@@ -8,7 +8,7 @@ import { FsError } from '@deepseek-ai/dsh-fs'
 import type { RemoteWorld } from '../backend/world.ts'
 import { worldOwnerOf } from '../providers/remote/world-owner.ts'
 import { installWorldTool } from '../providers/remote/world-tools/install.ts'
-import { worldRipgrep } from '../providers/remote/world-tools/ripgrep.ts'
+import { ripgrepArgv, worldRipgrep } from '../providers/remote/world-tools/ripgrep.ts'
 
 /** One finding (the shape of doctor.ts `DoctorCheck`). */
 export interface FilesCheck {
@@ -63,8 +63,9 @@ export async function filesChecks(world: RemoteWorld, cwd: string): Promise<File
     await (await owner.control()).removePaths([probe]).catch(() => undefined)
   }
   try {
-    const path = await worldRipgrep(owner, await owner.control(), (await owner.userEnvironment()).ambient.PATH)
-    const handle = world.runtime.spawn({ argv: [path, '--version'], cwd, stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } }, graceMs: 1_000 })
+    const rg = await worldRipgrep(owner, await owner.control(), (await owner.userEnvironment()).ambient.PATH)
+    const path = 'system' in rg ? rg.system : rg.copy.path
+    const handle = world.runtime.spawn({ argv: ripgrepArgv(rg, ['--version']), cwd, stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } }, graceMs: 1_000 })
     const outcome = await handle.done
     const version = handle.collected.stdout?.readFrom(0).text.split('\n')[0] ?? ''
     checks.push({ name: 'search', ok: outcome.exitCode === 0, detail: outcome.exitCode === 0 ? `glob and grep run ${path} in the world (${version})` : `ripgrep at ${path} did not run (exit ${outcome.exitCode}): ${handle.collected.stderr?.readFrom(0).text.trim() ?? ''}` })

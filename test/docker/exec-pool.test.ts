@@ -38,7 +38,7 @@ async function pooledIn(containerId: string, kind: 'dsh-launcher' | 'dsh-standby
  */
 async function holderStandbysIn(containerId: string): Promise<ContainerProcess[]> {
   const rows = await containerProcesses(containerId)
-  return rows.filter(row => /\/dsh-pty$/.test(row.cmdline) && !isDead(row.state) && !rows.some(child => child.ppid === row.pid))
+  return rows.filter(row => row.comm === 'dsh-pty' && !isDead(row.state) && !rows.some(child => child.ppid === row.pid))
 }
 
 /** Live pooled execs in the file's container. */

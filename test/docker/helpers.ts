@@ -76,7 +76,7 @@ export async function startTestContainer(options: TestContainerOptions = {}): Pr
  */
 export async function terminalStandbyRuns(containerId: string): Promise<boolean> {
   const rows = await containerProcesses(containerId)
-  return rows.some(row => (row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')) || (/\/dsh-pty$/.test(row.cmdline) && row.state !== 'Z' && !rows.some(child => child.ppid === row.pid)))
+  return rows.some(row => (row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-standby')) || (row.comm === 'dsh-pty' && row.state !== 'Z' && !rows.some(child => child.ppid === row.pid)))
 }
 
 /** Result of a helper exec. */

@@ -240,7 +240,6 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       // shell's output itself, through relays it opens and drops.
       const holder = await terminalHolder(runtime[WORLD_OWNER])
       if (!('path' in holder)) throw new Error(holder.unavailable)
-      const holderPath = holder.path
       const delivered = createHash('sha256')
       let offset = -1
       let total = 0

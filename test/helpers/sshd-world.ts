@@ -52,12 +52,12 @@ export interface SshdWorld {
   /** Run a command in the container as root; resolves with stdout and the exit code. */
   exec(argv: readonly string[]): Promise<{ stdout: string; exitCode: number }>
   /** `ps` rows (pid, user, args) of the container, excluding the ps itself. */
-  processes(): Promise<{ pid: number; user: string; args: string }[]>
+  processes(): Promise<{ pid: number; user: string; comm: string; args: string }[]>
   /**
    * Everything running in the container besides its init, its lifeline and the sshd listener:
    * per-connection sshd processes, login sessions and whatever they started.
    */
-  leftovers(): Promise<{ pid: number; user: string; args: string }[]>
+  leftovers(): Promise<{ pid: number; user: string; comm: string; args: string }[]>
   pause(): Promise<void>
   unpause(): Promise<void>
   stop(): Promise<void>
@@ -120,9 +120,9 @@ export async function startSshdWorld(specs: readonly [SshdSpec] | readonly SshdS
     return { stdout: result.stdout, exitCode: result.exitCode }
   }
 
-  const processesOf = async (): Promise<{ pid: number; user: string; args: string }[]> => {
-    const { stdout } = await exec(['ps', '-eo', 'pid=,user=,args='])
-    return stdout.split('\n').map(line => /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line)).flatMap(match => match === null ? [] : [{ pid: Number(match[1]), user: match[2]!, args: match[3]! }])
+  const processesOf = async (): Promise<{ pid: number; user: string; comm: string; args: string }[]> => {
+    const { stdout } = await exec(['ps', '-eo', 'pid=,user=,comm=,args='])
+    return stdout.split('\n').map(line => /^\s*(\d+)\s+(\S+)\s+(\S+)\s+(.*)$/.exec(line)).flatMap(match => match === null ? [] : [{ pid: Number(match[1]), user: match[2]!, comm: match[3]!, args: match[4]! }])
       .filter(row => !row.args.startsWith('ps -eo'))
   }
 

@@ -44,8 +44,8 @@ async function serverView(): Promise<{ connections: number; terminals: number; c
   const rows = await sshd.processes()
   return {
     connections: rows.filter(row => row.args === 'sshd: agent [priv]').length,
-    terminals: rows.filter(row => row.user === 'agent' && /\/dsh-pty$/.test(row.args)).length,
-    controls: rows.filter(row => row.user === 'agent' && row.args === 'sh -s').length,
+    terminals: rows.filter(row => row.user === 'agent' && row.comm === 'dsh-pty').length,
+    controls: rows.filter(row => row.user === 'agent' && row.args === '/bin/sh -s').length,
   }
 }
 

@@ -7,7 +7,8 @@
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -105,31 +106,40 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
     }
   })
 
-  it('findWorldTool: the first cache directory whose SHA/NAME copy is this user\'s, no symlink, and runs --version within 2 s (a hung one is killed and skipped)', async () => {
+  it('findWorldTool: the first cache directory whose SHA/NAME copy hashes to SHA, is this user\'s, no symlink, writable by nobody else, and runs --version within 2 s; a planted copy never runs, a hung one is killed and skipped', async () => {
     const { channel } = await localChannel()
     const dir = mkdtempSync(join(tmpdir(), 'dsh-tool-'))
     try {
-      const sha = 'ab'.repeat(32)
-      const copy = (base: string, script: string): void => {
-        mkdirSync(join(base, sha), { recursive: true })
-        writeFileSync(join(base, sha, 'dsh-pty'), script, { mode: 0o700 })
+      const good = '#!/bin/sh\n[ "$1" = --version ] || exit 2\nread -r line && exit 3\nexit 0\n'
+      const sha = createHash('sha256').update(good).digest('hex')
+      const copy = (base: string, sum: string, script: string): void => {
+        mkdirSync(join(base, sum), { recursive: true, mode: 0o700 })
+        writeFileSync(join(base, sum, 'dsh-pty'), script, { mode: 0o700 })
       }
-      // A copy that cannot run, one behind a symlinked directory, then two good ones.
-      copy(join(dir, 'broken'), '#!/bin/sh\nexit 1\n')
-      copy(join(dir, 'real'), '#!/bin/sh\nexit 0\n')
+      // A planted copy under the build's name (it would leave a mark), the good one behind a
+      // symlinked directory and in a directory others may write, then the good one.
+      const mark = join(dir, 'planted-ran')
+      copy(join(dir, 'planted'), sha, `#!/bin/sh\ntouch ${mark}\nexit 0\n`)
+      copy(join(dir, 'real'), sha, good)
       symlinkSync(join(dir, 'real'), join(dir, 'link'))
-      copy(join(dir, 'good'), '#!/bin/sh\n[ "$1" = --version ] || exit 2\nread -r line && exit 3\nexit 0\n')
-      // A copy whose --version never answers: it says its pid, then sleeps.
-      copy(join(dir, 'hung'), `#!/bin/sh\necho $$ > ${join(dir, 'hung.pid')}\nexec sleep 300\n`)
-      const dirs = ['missing', 'broken', 'link', 'hung', 'good', 'real'].map(name => join(dir, name))
+      copy(join(dir, 'open'), sha, good)
+      chmodSync(join(dir, 'open', sha), 0o777)
+      copy(join(dir, 'good'), sha, good)
+      const dirs = ['missing', 'planted', 'link', 'open', 'good', 'real'].map(name => join(dir, name))
       expect(await channel.findWorldTool('dsh-pty', sha, dirs)).toBe(4)
-      const hung = Number(readFileSync(join(dir, 'hung.pid'), 'utf8'))
-      // Ended: gone, or a zombie (timeout(1) of coreutils sends SIGKILL to its own process group,
-      // itself included, so the copy's reaper is whoever adopts it).
-      const state = existsSync(`/proc/${hung}/stat`) ? readFileSync(`/proc/${hung}/stat`, 'utf8').split(') ')[1]![0] : 'gone'
-      expect(['gone', 'Z']).toContain(state)
+      expect(existsSync(mark)).toBe(false)
       expect(await channel.findWorldTool('dsh-pty', 'cd'.repeat(32), dirs)).toBeUndefined()
       expect(await channel.findWorldTool('dsh-fsd', sha, dirs)).toBeUndefined()
+      // A copy whose --version never answers: it says its pid, then sleeps.
+      const hung = `#!/bin/sh\necho $$ > ${join(dir, 'hung.pid')}\nexec sleep 300\n`
+      const hungSha = createHash('sha256').update(hung).digest('hex')
+      copy(join(dir, 'hung'), hungSha, hung)
+      expect(await channel.findWorldTool('dsh-pty', hungSha, [join(dir, 'hung')])).toBeUndefined()
+      const pid = Number(readFileSync(join(dir, 'hung.pid'), 'utf8'))
+      // Ended: gone, or a zombie (timeout(1) of coreutils sends SIGKILL to its own process group,
+      // itself included, so the copy's reaper is whoever adopts it).
+      const state = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] : 'gone'
+      expect(['gone', 'Z']).toContain(state)
       // The channel still answers: the copy's --version read no request of it.
       expect(await channel.request('ping')).toEqual(['ok', 'pong'])
     } finally {

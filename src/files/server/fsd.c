@@ -53,6 +53,7 @@
 #define LOCK_WAIT_MS 10000
 
 #include "world-arch.h"
+#include "launched.h"
 #include "sha256.h"
 
 /* ---------- output ---------- */
@@ -962,6 +963,7 @@ static void op_write(uint32_t id, fields_t *f) {
 /* ---------- main loop ---------- */
 
 int main(int argc, char **argv) {
+  launched_as("dsh-fsd");
   if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-fsd " PROTOCOL " " ARCH "\n"); return 0; }
   signal(SIGPIPE, SIG_IGN);
   for (int i = 0; i < MAX_HANDLES; i++) handles[i] = -1;

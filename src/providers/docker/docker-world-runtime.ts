@@ -102,7 +102,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   private async openTerminalTransport(world: DockerWorld, user: string | undefined, start: { script: string; rows: number; cols: number }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return world.openTerminal(start.script, user)
-    return openHeldTerminal(await world.openHolder(holder.path, user), { ...start, where: world.describe(user) })
+    return openHeldTerminal(await world.openHolder(holder, user), { ...start, where: world.describe(user) })
   }
 
   /** @inheritdoc */
@@ -128,7 +128,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
     }
     const handle = await this.startTerminal(common, {
       plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
-      holder: path => world.openHolder(path, user),
+      holder: copy => world.openHolder(copy, user),
     })
     return this.adoptTerminal(handle)
   }

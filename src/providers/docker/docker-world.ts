@@ -34,6 +34,7 @@ import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
 import { ExecPool } from './exec-pool/pool.ts'
 import { holderScript } from '../remote/pty-holder/holder-install.ts'
+import type { WorldToolCopy } from '../remote/world-tools/launch.ts'
 import type { ExecStartOptions, StartedExec } from './exec-pool/started-exec.ts'
 import { attachLifeline, lifelineCreateOptions } from './lifeline.ts'
 import { ContainerStateWatch } from './state-watch.ts'
@@ -356,13 +357,13 @@ export class DockerWorld {
   }
 
   /**
-   * Run dsh-pty (remote/pty-holder/) at `path` as `user` on a non-TTY exec with stdin: the
+   * Run dsh-pty (remote/pty-holder/), the verified `copy`, as `user` on a non-TTY exec with stdin: the
    * pool's holder standby (the engine's exec start off the critical path) or a fresh exec.
    * @returns the holder's process transport, for remote/pty-holder/held-terminal.ts.
    * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
-  async openHolder(path: string, user: string | undefined): Promise<ProcessTransport> {
-    const started = await this.pool.holderStandby(user, path) ?? await this.startExec(['/bin/sh', '-c', holderScript(path, this.ownership?.newTag())], { tty: false, user, stdin: true })
+  async openHolder(copy: WorldToolCopy, user: string | undefined): Promise<ProcessTransport> {
+    const started = await this.pool.holderStandby(user, copy) ?? await this.startExec(['/bin/sh', '-c', holderScript(copy, this.ownership?.newTag())], { tty: false, user, stdin: true })
     return this.processTransport(started, user, true)
   }
 

@@ -151,6 +151,16 @@ export const CONTROL_PIPELINE_DEPTH = 32
 export const DEFAULT_CONTROL_REQUEST_TIMEOUT_MS = 10_000
 /** Output a login may print before the program's READY line (bytes). */
 const PREAMBLE_MAX_BYTES = 64 * 1024
+/**
+ * The longest reply line the channel takes (bytes, its newline excluded): 64 MiB. The longest
+ * legitimate ones list every process of the world (control.sh `ps`, `tags`: under 60 bytes a
+ * process, so about a million processes) or carry a process's argv or environment as hex
+ * (`cmdline`, `environ`: at most twice ARG_MAX, 4 MiB with an 8 MiB stack). A longer line is
+ * not the control program speaking (a planted one, or a broken world): the channel fails with
+ * {@link ControlChannelError} before it holds more, as the PTY protocol refuses a frame past
+ * its 1 MiB (pty-holder/protocol.ts).
+ */
+export const CONTROL_LINE_MAX_BYTES = 64 * 1024 * 1024
 const TOKEN = /^[A-Za-z0-9_:.,/-]+$/
 
 /**
@@ -188,7 +198,9 @@ export class ControlChannel {
   /** The reply bound of the oldest request in flight (see {@link send}). */
   private headTimer: { id: number; timer: NodeJS.Timeout } | undefined
   private nextId = 1
-  private buffered = ''
+  /** The start of the reply line being received (chunks without its newline yet). */
+  private partial: Buffer[] = []
+  private partialBytes = 0
   private failure: ControlChannelError | undefined
   private readonly closedPromise = Promise.withResolvers<void>()
   private readonly where: string
@@ -210,7 +222,7 @@ export class ControlChannel {
     this.info = info
     this.where = where
     this.requestTimeoutMs = requestTimeoutMs
-    this.buffered = rest
+    if (rest.length > 0) this.keep(Buffer.from(rest, 'latin1'))
     transport.stdout.on('data', this.onData)
     transport.stdout.once('end', () => this.fail(new ControlChannelError('the remote control program ended')))
     transport.stdout.once('close', () => this.fail(new ControlChannelError('the remote control channel closed')))
@@ -385,11 +397,14 @@ export class ControlChannel {
   /**
    * The first of `candidates` that is a regular file the program's user may execute
    * (`test -f` and `test -x`, as the user the world runs things as).
+   * @param options.unwritable - also neither the file nor its directory writable by that user
+   *   (control.sh `trusted`): a program run outside a fence, which no confined program of the
+   *   user can have planted. Root can write everything, so none qualifies for root.
    * @returns its index, or undefined when none is.
    */
-  async firstExecutable(candidates: readonly string[]): Promise<number | undefined> {
+  async firstExecutable(candidates: readonly string[], options: { unwritable?: boolean } = {}): Promise<number | undefined> {
     if (candidates.length === 0) return undefined
-    const reply = await this.requestLines('which', [], candidates)
+    const reply = await this.requestLines(options.unwritable === true ? 'trusted' : 'which', [], candidates)
     if (reply[0] === 'none') return undefined
     if (reply[0] !== 'ok' || reply.length !== 2) throw this.unexpected('which', reply)
     return Number(reply[1])
@@ -397,9 +412,11 @@ export class ControlChannel {
 
   /**
    * Of the cache directories `dirs`, the first that holds a running copy of the world tool
-   * `name` with build hash `sha256` (world-tools/install.ts): DIR/SHA256/NAME, a file the
-   * user may execute, in directories of the user that are no symlinks, whose `--version` exits 0.
-   * One fork on this channel, where a setup script would cost an exec (~200 ms in Docker).
+   * `name` with build hash `sha256` (world-tools/install.ts): DIR/SHA256/NAME, in directories
+   * of the user that are no symlinks and writable by nobody else, whose content hashes to
+   * `sha256` (the open file, then run as that file: control.sh `tool`) and whose `--version`
+   * exits 0. None in a world without sha256sum. Three forks on this channel, where a setup
+   * script would cost an exec (~200 ms in Docker).
    * @returns the index in `dirs`, or undefined when none holds one.
    */
   async findWorldTool(name: string, sha256: string, dirs: readonly string[]): Promise<number | undefined> {
@@ -744,11 +761,16 @@ export class ControlChannel {
   }
 
   private readonly onData = (chunk: Buffer): void => {
-    this.buffered += chunk.toString('latin1')
-    let newline = this.buffered.indexOf('\n')
-    while (newline >= 0) {
-      const line = this.buffered.slice(0, newline)
-      this.buffered = this.buffered.slice(newline + 1)
+    if (this.failure !== undefined) return
+    // Only the new chunk is searched for newlines: a long line costs its length once.
+    let start = 0
+    for (let newline = chunk.indexOf(0x0a); newline >= 0; newline = chunk.indexOf(0x0a, start)) {
+      const piece = chunk.subarray(start, newline)
+      const line = (this.partialBytes === 0 ? piece : Buffer.concat([...this.partial, piece])).toString('latin1')
+      this.partial = []
+      this.partialBytes = 0
+      start = newline + 1
+      if (line.length > CONTROL_LINE_MAX_BYTES) return this.overlong(line.length)
       const fields = line.split(' ').filter(field => field.length > 0)
       const id = Number(fields[0])
       const waiter = this.pending.get(id)
@@ -756,9 +778,24 @@ export class ControlChannel {
         this.pending.delete(id)
         waiter.resolve(fields.slice(1))
       }
-      newline = this.buffered.indexOf('\n')
     }
+    if (start < chunk.length && !this.keep(chunk.subarray(start))) return
     this.armHeadTimer()
+  }
+
+  /** Keep the start of a line; false (the channel failed) past {@link CONTROL_LINE_MAX_BYTES}. */
+  private keep(piece: Buffer): boolean {
+    this.partial.push(piece)
+    this.partialBytes += piece.length
+    if (this.partialBytes <= CONTROL_LINE_MAX_BYTES) return true
+    this.overlong(this.partialBytes)
+    return false
+  }
+
+  private overlong(bytes: number): void {
+    this.partial = []
+    this.partialBytes = 0
+    this.fail(new ControlChannelError(`the remote control program in ${this.where} sent a reply line of more than ${CONTROL_LINE_MAX_BYTES} bytes (${bytes} without its end): not the control program's protocol; the control channel is closed`))
   }
 
   private fail(error: ControlChannelError): void {

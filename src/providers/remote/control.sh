@@ -343,32 +343,42 @@ while IFS= read -r _req; do
         if live "$_p" "${_m#*:}" && ignterm "$_p"; then _o="$_o $_p:1"; else _o="$_o $_p:0"; fi
       done
       echo "$_id ok$_o" ;;
-    which)
+    which|trusted)
       # which N, then N raw lines (candidate paths) -> ok INDEX | none: the first candidate that
-      # is a regular file we may execute (builtin test only, no fork).
+      # is a regular file we may execute (builtin test only, no fork). `trusted` also wants the
+      # file and its directory not writable by this user: what runs outside a fence must be
+      # nothing a confined program of this user could have planted.
       _n=$1 _i=0 _hit=
       while [ "$_i" -lt "$_n" ]; do
         IFS= read -r _l || break
-        if [ -z "$_hit" ] && [ -f "$_l" ] && [ -x "$_l" ]; then _hit=$_i; fi
+        if [ -z "$_hit" ] && [ -f "$_l" ] && [ -x "$_l" ] && { [ "$_op" = which ] || { [ ! -w "$_l" ] && [ ! -w "${_l%/*}/" ]; }; }; then _hit=$_i; fi
         _i=$((_i + 1))
       done
       if [ -n "$_hit" ]; then echo "$_id ok $_hit"; else echo "$_id none"; fi ;;
     tool)
       # tool NAME SHA256 N, then N raw lines (cache directories) -> ok INDEX | none: the first
       # directory DIR holding a copy of a world tool at DIR/SHA256/NAME (world-tools/install.ts)
-      # that is a file we may execute, in directories of this user that are no symlinks, and
-      # that runs: `--version`, one fork, against the exec of a setup script per client. A copy
-      # whose `--version` does not answer within 2 s (a file planted there, say) is killed and
-      # skipped, so the caller copies anew: it never holds this channel up (timeout(1) of
-      # coreutils or busybox, where the world has one).
+      # that is the build this client shipped and runs. The copy, DIR/SHA256 and DIR must be this
+      # user's, no symlinks, writable by nobody else (find -perm /022); the copy is opened once,
+      # hashed through that open file (sha256sum <&3) and only then run, as that same file
+      # (/proc/self/fd/3, as launch.ts starts it): `--version`, against a setup script's exec
+      # per client. Nothing unverified runs: a planted file is skipped, and the caller copies
+      # anew over it. A copy whose `--version` does not answer within 2 s is killed and skipped
+      # (timeout(1) of coreutils or busybox, where the world has one): it never holds this
+      # channel up. Three forks a directory that holds a copy (find, sha256sum, the copy).
       _n=$3 _i=0 _hit= _bound=
       command -v timeout >/dev/null 2>&1 && _bound="timeout -s KILL 2"
+      command -v sha256sum >/dev/null 2>&1 || _n=0
       while [ "$_i" -lt "$_n" ]; do
         IFS= read -r _l || break
         _f="$_l/$2/$1"
-        if [ -z "$_hit" ] && [ -f "$_f" ] && [ -x "$_f" ] && [ -O "$_l" ] && [ ! -L "$_l" ] && [ -O "$_l/$2" ] && [ ! -L "$_l/$2" ] && $_bound "$_f" --version >/dev/null 2>&1 </dev/null; then _hit=$_i; fi
+        if [ -z "$_hit" ] && [ -f "$_f" ] && [ ! -L "$_f" ] && [ -O "$_f" ] && [ -O "$_l" ] && [ ! -L "$_l" ] && [ -O "$_l/$2" ] && [ ! -L "$_l/$2" ] \
+          && [ -z "$(cd / && find "$_l" "$_l/$2" "$_f" -maxdepth 0 -perm /022 2>&1 </dev/null)" ] \
+          && ( exec 3<"$_f" && _h=$(sha256sum <&3 2>/dev/null) && [ "${_h%% *}" = "$2" ] && if [ -e /proc/self/fd/3 ]; then exec $_bound /proc/self/fd/3 --version; else exec $_bound "$_f" --version; fi ) >/dev/null 2>&1 </dev/null; then _hit=$_i; fi
         _i=$((_i + 1))
       done
+      # The rest of the N lines, when sha256sum is missing (nothing can be verified).
+      while [ "$_i" -lt "$3" ]; do IFS= read -r _l || break; _i=$((_i + 1)); done
       if [ -n "$_hit" ]; then echo "$_id ok $_hit"; else echo "$_id none"; fi ;;
     mkprivate|rmtree)
       # mkprivate N / rmtree N, then N raw lines (absolute paths) -> ok | err: create each

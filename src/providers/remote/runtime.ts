@@ -23,7 +23,9 @@ import { type HeldShellPlan, heldShellLabel, planHeldShell, startHeldShell } fro
 import { terminalHolder } from './pty-holder/holder-install.ts'
 import { type Persistence, persistenceChoice } from './pty-holder/persistence.ts'
 import { type WorldOwner, WORLD_OWNER } from './world-owner.ts'
-import { isPackagedRipgrep, worldRipgrep } from './world-tools/ripgrep.ts'
+import { forgetWorldTool } from './world-tools/install.ts'
+import { type WorldToolCopy, saysUnverifiedTool } from './world-tools/launch.ts'
+import { isPackagedRipgrep, ripgrepArgv, worldRipgrep } from './world-tools/ripgrep.ts'
 import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 
 /** What a runtime's world must offer the shared lifecycle. */
@@ -129,20 +131,30 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * @throws the errors of {@link takeBackTerminal}, {@link heldTerminalTransport} and
    *   `startRemoteTerminal`.
    */
-  protected async startTerminal(start: Omit<RemoteTerminalStart, 'open' | 'tag'>, world: { plain(script: string): Promise<TerminalTransport>; holder(path: string): Promise<ProcessTransport> }): Promise<RemoteTerminalHandle> {
+  protected async startTerminal(start: Omit<RemoteTerminalStart, 'open' | 'tag'>, world: { plain(script: string): Promise<TerminalTransport>; holder(copy: WorldToolCopy): Promise<ProcessTransport> }): Promise<RemoteTerminalHandle> {
     const { spec, control, where } = start
     const key = this.heldKey(spec, start.env)
     const target = key === undefined ? '' : await this.heldRecordsTarget()
     const taken = key === undefined ? {} : await this.takeBackTerminal(key, target, start)
     if (taken.handle !== undefined) return taken.handle
     const held = this.persistence.mode === 'off' ? undefined : planHeldShell(control.info.uid)
-    const handle = await startRemoteTerminal({
+    const open = (): Promise<RemoteTerminalHandle> => startRemoteTerminal({
       ...start,
       tag: held?.tag ?? this.ownership.newTag(),
       open: script => held === undefined
         ? world.plain(script)
         : this.heldTerminalTransport(held, { script, rows: spec.rows, cols: spec.cols, where }, world.holder, { key: key ?? '', label: heldShellLabel(spec) }),
     })
+    let handle: RemoteTerminalHandle
+    try {
+      handle = await open()
+    } catch (error) {
+      // dsh-pty's copy was refused at its start (world-tools/launch.ts: not the build this client
+      // shipped, a file planted in its place): it never ran. Copy it in anew, once.
+      if (!(error instanceof Error) || !saysUnverifiedTool(error.message)) throw error
+      forgetWorldTool(this.owner, 'dsh-pty')
+      handle = await open()
+    }
     handle.previousEnding = taken.ended
     handle.otherHeldShells = (taken.others ?? []).map(record => ({ pid: record.program.pid, cwd: record.cwd }))
     if (held !== undefined && key !== undefined) await this.recordHeldShell(handle, held, key, target, control, spec)
@@ -156,12 +168,12 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * @throws PersistenceUnavailableError where dsh-pty cannot run in this world (the reason).
    * @throws the holder's start errors (SpawnFailedError, TransportError).
    */
-  private async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, openHolder: (path: string) => Promise<ProcessTransport>, identity: { key: string; label: string }): Promise<TerminalTransport> {
+  private async heldTerminalTransport(plan: HeldShellPlan, start: { script: string; rows: number; cols: number; where: string }, openHolder: (holder: WorldToolCopy) => Promise<ProcessTransport>, identity: { key: string; label: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this.owner)
     if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence '${this.persistence.mode}' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
     return startHeldShell(plan, {
-      holderPath: holder.path,
-      openHolder: () => openHolder(holder.path),
+      holder,
+      openHolder: () => openHolder(holder),
       reopen: script => this.openProcess(script),
       ...start,
       persistence: this.persistence,
@@ -221,7 +233,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     if (!('path' in holder)) throw new PersistenceUnavailableError(`${start.where}: persistence 'client' needs dsh-pty, the terminal's world-side parent, to hold the shell, and it cannot run here: ${holder.unavailable}`)
     let taken
     try {
-      taken = await takeHeldShell(record, start.control, { holderPath: holder.path, reopen: script => this.openProcess(script), persistence: this.persistence, controller: this.ownership.clientId, relayTag: this.newTag(), where: start.where })
+      taken = await takeHeldShell(record, start.control, { holder, reopen: script => this.openProcess(script), persistence: this.persistence, controller: this.ownership.clientId, relayTag: this.newTag(), where: start.where })
     } catch (error) {
       if (error instanceof HeldShellLostError) await records.remove(record.id)
       throw error
@@ -342,7 +354,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    */
   protected async worldArgv(argv: readonly string[], control: ControlChannel, path: string | undefined): Promise<readonly string[] | undefined> {
     if (argv[0] === undefined || !isPackagedRipgrep(argv[0])) return undefined
-    return [await worldRipgrep(this[WORLD_OWNER], control, path), ...argv.slice(1)]
+    return ripgrepArgv(await worldRipgrep(this[WORLD_OWNER], control, path), argv.slice(1))
   }
 
   /** See {@link WorldOwner.answering}: true unless a world knows better (Docker's event watch). */

@@ -21,6 +21,7 @@ import { WORLD_OWNER } from '../remote/world-owner.ts'
 import type { RemoteTerminalHandle, TerminalTransport } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { holderScript, terminalHolder } from '../remote/pty-holder/holder-install.ts'
+import type { WorldToolCopy } from '../remote/world-tools/launch.ts'
 import { persistenceChoice } from '../remote/pty-holder/persistence.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
 import { emulatorChoice } from '../../emulator/settings.ts'
@@ -131,12 +132,12 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   private async openTerminalTransport(lease: SshLease, start: { script: string; rows: number; cols: number; where: string }): Promise<TerminalTransport> {
     const holder = await terminalHolder(this[WORLD_OWNER])
     if (!('path' in holder)) return lease.openTerminal(start.script, start.rows, start.cols)
-    return openHeldTerminal(await this.openHolder(lease, holder.path), start)
+    return openHeldTerminal(await this.openHolder(lease, holder), start)
   }
 
-  /** dsh-pty at `path` on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
-  private async openHolder(lease: SshLease, path: string): Promise<ProcessTransport> {
-    return processTransport(await lease.exec(holderScript(path, this.ownership.newTag())), lease.connection, true)
+  /** dsh-pty (`copy`, verified) on an exec channel of the lease's connection, waiting for its first frame (tagged: a dead client's is reaped). */
+  private async openHolder(lease: SshLease, copy: WorldToolCopy): Promise<ProcessTransport> {
+    return processTransport(await lease.exec(holderScript(copy, this.ownership.newTag())), lease.connection, true)
   }
 
   /** @inheritdoc */
@@ -167,7 +168,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         }
         return await this.startTerminal(common, {
           plain: script => this.openTerminalTransport(lease, { script, rows: spec.rows, cols: spec.cols, where: world.describe() }),
-          holder: path => this.openHolder(lease, path),
+          holder: copy => this.openHolder(lease, copy),
         })
       } catch (error) {
         unhold()

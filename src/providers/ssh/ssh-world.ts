@@ -93,7 +93,9 @@ export class SshConnection {
     let onClientClose = (): void => { clientClosed = true }
     client.once('close', () => onClientClose())
     try {
-      const { channel } = await openExecChannel(client, 'sh -s', undefined, where)
+      // By its absolute path: the login shell would look `sh` up on a PATH that may hold a
+      // directory a confined agent can write (~/.local/bin), and this program runs unfenced.
+      const { channel } = await openExecChannel(client, '/bin/sh -s', undefined, where)
       channel.stderr.resume()
       const control = await ControlChannel.open({
         stdin: channel,

@@ -6,34 +6,35 @@
  * @module dsh-remote-worlds/providers/docker/exec-pool/holder-standby
  */
 import { holderScript } from '../../remote/pty-holder/holder-install.ts'
+import type { WorldToolCopy } from '../../remote/world-tools/launch.ts'
 import type { StartExec, StartedExec } from './started-exec.ts'
 
 /** A started holder standby; use it once ({@link HolderStandby.take}) or end it ({@link HolderStandby.quit}). */
 export class HolderStandby {
   /** The exec (ExecInspect proves it ended). */
   readonly exec: StartedExec['exec']
-  /** The holder's path in the world it runs (a standby of another path is not taken). */
-  readonly path: string
+  /** The holder's copy in the world it runs (a standby of another copy is not taken). */
+  readonly copy: WorldToolCopy
   /** The container's death count when it was started (pool.ts discards one from an earlier life). */
   epoch = 0
   private readonly started: StartedExec
   private closed = false
   private used = false
 
-  private constructor(started: StartedExec, path: string) {
+  private constructor(started: StartedExec, copy: WorldToolCopy) {
     this.started = started
     this.exec = started.exec
-    this.path = path
+    this.copy = copy
     started.stream.once('close', () => { this.closed = true })
   }
 
   /**
-   * Start the holder at `path` as `user` on a non-TTY exec with stdin.
+   * Start the holder `copy` (verified, world-tools/launch.ts) as `user` on a non-TTY exec with stdin.
    * @param env - extra exec environment entries (the pool's session tag).
    * @throws the world's typed errors when the exec cannot start.
    */
-  static async start(startExec: StartExec, user: string | undefined, env: readonly string[], path: string): Promise<HolderStandby> {
-    return new HolderStandby(await startExec(['/bin/sh', '-c', holderScript(path)], { tty: false, user, stdin: true, env }), path)
+  static async start(startExec: StartExec, user: string | undefined, env: readonly string[], copy: WorldToolCopy): Promise<HolderStandby> {
+    return new HolderStandby(await startExec(['/bin/sh', '-c', holderScript(copy)], { tty: false, user, stdin: true, env }), copy)
   }
 
   /** True while it can still take a terminal (its stream open, not used). */

@@ -23,6 +23,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import { CleanupFailedError, WorldClosedError } from '../../remote/errors.ts'
 import type { ProcessTransport } from '../../remote/process.ts'
+import type { WorldToolCopy } from '../../remote/world-tools/launch.ts'
 import { SESSION_TAG_VARIABLE } from '../../remote/ownership.ts'
 import { ProcessLauncher } from './launcher.ts'
 import { PreStartRefusedError } from './ready.ts'
@@ -74,8 +75,8 @@ interface UserPool {
   warming: Promise<ProcessLauncher> | undefined
   /** The standby the next terminal takes. */
   next: Promise<TerminalStandby> | undefined
-  /** The holder's path once terminals asked for holder standbys; undefined: TTY standbys. */
-  holder: string | undefined
+  /** The holder's copy once terminals asked for holder standbys; undefined: TTY standbys. */
+  holder: WorldToolCopy | undefined
   launchersOff: boolean
   standbyOff: boolean
 }
@@ -161,19 +162,19 @@ export class ExecPool {
    * Take `user`'s holder standby for a terminal (waiting for it while it starts, starting one
    * when there is none or it runs another path), and start the next one. From the first call
    * on, the user's standbys are holders: a TTY standby waiting is ended.
-   * @param path - dsh-pty's path in the world.
+   * @param copy - dsh-pty's copy in the world (world-tools/launch.ts).
    * @returns the started exec running the holder; undefined while the container is paused (the
    *   caller's fresh exec then fails with the world's own error).
    * @throws the world's typed errors when no exec can start.
    */
-  async holderStandby(user: string | undefined, path: string): Promise<StartedExec | undefined> {
+  async holderStandby(user: string | undefined, copy: WorldToolCopy): Promise<StartedExec | undefined> {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
     if (!this.usable) return undefined
-    pool.holder = path
+    pool.holder = copy
     // A TTY standby (the warm-up's, from before the holder was known) is ended through its own
     // quit, and stays in `standbys` for disposal's proof.
-    const standby = await this.claimStandby(user, pool, waiting => waiting instanceof HolderStandby && waiting.path === path, unfit => unfit instanceof PtyStandby ? unfit.quit() : unfit.drop())
+    const standby = await this.claimStandby(user, pool, waiting => waiting instanceof HolderStandby && waiting.copy.path === copy.path && waiting.copy.sha256 === copy.sha256, unfit => unfit instanceof PtyStandby ? unfit.quit() : unfit.drop())
     return (standby as HolderStandby).take()
   }
 

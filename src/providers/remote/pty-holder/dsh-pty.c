@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "world-arch.h"
+#include "launched.h"
 #include "foreground.h"
 #include "hold.h"
 #include "pty-shell.h"
@@ -303,6 +304,7 @@ static int attached(void) {
 }
 
 int main(int argc, char **argv) {
+  launched_as("dsh-pty");
   if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-pty " PROTOCOL " " ARCH "\n"); return 0; }
   if (argc > 2 && strcmp(argv[1], "--connect") == 0) return relay(argv[2], NULL, 0);
   if (argc > 3 && strcmp(argv[1], "--held") == 0) return hold_inherited(argv[2], argv[3]);

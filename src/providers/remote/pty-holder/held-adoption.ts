@@ -9,7 +9,8 @@ import { createHash } from 'node:crypto'
 import type { SubprocessOutcome, SubprocessTerminalSpawnSpec } from '@deepseek-ai/dsh-subprocess'
 import type { ControlChannel, WorldIdentity } from '../control-channel.ts'
 import { HeldShellDeniedError, HeldShellLostError, RemoteWorldError } from '../errors.ts'
-import { type HeldShellStart, heldShellDirectory, heldShellLink, holderCommand, parseHeldMeta } from './held-shell.ts'
+import { type HeldShellStart, heldShellDirectory, heldShellLink, parseHeldMeta } from './held-shell.ts'
+import { holderScript } from './holder-install.ts'
 import { type HeldTerminal, attachHeldShell } from './held-terminal.ts'
 import type { HeldShellRecord } from './held-records.ts'
 
@@ -107,7 +108,7 @@ export interface DetachedEnding {
  * @throws HeldShellLostError (the world's facts say why: see {@link diagnoseLoss}),
  *   HeldShellBusyError, HeldShellDeniedError.
  */
-export async function takeHeldShell(record: HeldShellRecord, control: ControlChannel, start: Pick<HeldShellStart, 'holderPath' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap' | 'where'>): Promise<TakenShell | DetachedEnding> {
+export async function takeHeldShell(record: HeldShellRecord, control: ControlChannel, start: Pick<HeldShellStart, 'holder' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap' | 'where'>): Promise<TakenShell | DetachedEnding> {
   const plan = { stem: record.stem, secret: Buffer.from(record.secret, 'hex') }
   const link = heldShellLink(plan, start)
   // Its directory names its user's uid (held-shell.ts): another user's shell is never reached.
@@ -123,7 +124,7 @@ export async function takeHeldShell(record: HeldShellRecord, control: ControlCha
   if (meta === undefined) throw await diagnoseLoss(record, control, start.where, `no description ${record.stem}.meta`)
   let attached
   try {
-    const pipe = await start.reopen(holderCommand(start.holderPath, ['--connect', `${record.stem}.sock`], start.relayTag))
+    const pipe = await start.reopen(holderScript(start.holder, start.relayTag, ['--connect', `${record.stem}.sock`]))
     attached = await attachHeldShell(pipe, start.where, link, { fromHead: REPLAY_BYTES }, true)
   } catch (error) {
     if (error instanceof HeldShellLostError) throw await diagnoseLoss(record, control, start.where, error.message)

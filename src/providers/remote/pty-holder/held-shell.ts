@@ -14,7 +14,8 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { newClientId, SESSION_TAG_VARIABLE } from '../ownership.ts'
 import type { ProcessTransport } from '../process.ts'
-import { shQuote } from '../quote.ts'
+import type { WorldToolCopy } from '../world-tools/launch.ts'
+import { holderScript } from './holder-install.ts'
 import { type HeldShellLink, type HeldTerminal, type OutputGap, openHeldTerminal } from './held-terminal.ts'
 import type { Persistence } from './persistence.ts'
 
@@ -47,17 +48,12 @@ export function planHeldShell(uid: number): HeldShellPlan {
   return { id, stem: `${heldShellDirectory(uid)}/${id}`, owner, tag: `${owner}.${randomBytes(8).toString('hex')}`, secret: randomBytes(32) }
 }
 
-/** The command that runs dsh-pty at `path` with `args`, as `sh -c` runs it. */
-export function holderCommand(path: string, args: readonly string[], tag?: string): string {
-  return `${tag === undefined ? '' : `${SESSION_TAG_VARIABLE}=${shQuote(tag)} `}exec ${[path, ...args].map(word => shQuote(word)).join(' ')}`
-}
-
 /** What {@link startHeldShell} needs besides the plan. */
 export interface HeldShellStart {
   /** dsh-pty's path in the world (holder-install.ts). */
-  holderPath: string
+  holder: WorldToolCopy
   /**
-   * A dsh-pty at {@link holderPath} waiting for its first frame, on the terminal's connection
+   * A dsh-pty ({@link holder}) waiting for its first frame, on the terminal's connection
    * (the world's attached-terminal pipe): it becomes the relay to the new holder.
    */
   openHolder: () => Promise<ProcessTransport>
@@ -80,11 +76,11 @@ export interface HeldShellStart {
 }
 
 /** How a client reaches the held shell of `plan` again (relays through `reopen`). */
-export function heldShellLink(plan: Pick<HeldShellPlan, 'stem' | 'secret'>, options: Pick<HeldShellStart, 'holderPath' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap'>): HeldShellLink {
+export function heldShellLink(plan: Pick<HeldShellPlan, 'stem' | 'secret'>, options: Pick<HeldShellStart, 'holder' | 'reopen' | 'persistence' | 'controller' | 'relayTag' | 'onGap'>): HeldShellLink {
   return {
     secret: plan.secret,
     controller: options.controller,
-    reconnect: () => options.reopen(holderCommand(options.holderPath, ['--connect', `${plan.stem}.sock`], options.relayTag)),
+    reconnect: () => options.reopen(holderScript(options.holder, options.relayTag, ['--connect', `${plan.stem}.sock`])),
     deadlineMs: options.persistence.reconnectDeadlineMs,
     onGap: options.onGap,
   }

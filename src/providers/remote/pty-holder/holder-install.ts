@@ -10,10 +10,11 @@ import { WorldToolUnavailableError } from '../errors.ts'
 import { SESSION_TAG_VARIABLE } from '../ownership.ts'
 import { shQuote } from '../quote.ts'
 import { installWorldTool } from '../world-tools/install.ts'
+import { type WorldToolCopy, worldToolCommand } from '../world-tools/launch.ts'
 import type { WorldOwner } from '../world-owner.ts'
 
-/** Where a world's terminals stand: the holder's path, or why there is none. */
-export type TerminalHolder = { path: string } | { unavailable: string }
+/** Where a world's terminals stand: the holder's copy, or why there is none. */
+export type TerminalHolder = WorldToolCopy | { unavailable: string }
 
 const refused = new WeakMap<WorldOwner, string>()
 
@@ -26,7 +27,8 @@ export async function terminalHolder(owner: WorldOwner): Promise<TerminalHolder>
   const known = refused.get(owner)
   if (known !== undefined) return { unavailable: known }
   try {
-    return { path: (await installWorldTool(owner, 'dsh-pty')).path }
+    const { name, path, sha256 } = await installWorldTool(owner, 'dsh-pty')
+    return { name, path, sha256 }
   } catch (error) {
     if (!(error instanceof WorldToolUnavailableError)) throw error
     refused.set(owner, error.message)
@@ -35,11 +37,12 @@ export async function terminalHolder(owner: WorldOwner): Promise<TerminalHolder>
 }
 
 /**
- * The exec script that runs the holder at `path` (`sh -c SCRIPT` in both worlds).
+ * The exec script that runs the holder `copy`, verified (world-tools/launch.ts), with `args`
+ * (`sh -c SCRIPT` in both worlds; none: a holder waiting for its first frame).
  * @param tag - a session tag of the client (ownership.ts) for the holder itself: the next
  *   client's reaper ends a holder a dead client left (one stopped by its own shell, say). It is
  *   not the terminal's tag, so the terminal's teardown never ends the holder before it reported.
  */
-export function holderScript(path: string, tag?: string): string {
-  return `${tag === undefined ? '' : `${SESSION_TAG_VARIABLE}=${shQuote(tag)} `}exec ${shQuote(path)}`
+export function holderScript(copy: WorldToolCopy, tag?: string, args: readonly string[] = []): string {
+  return worldToolCommand(copy, args, { assignments: tag === undefined ? undefined : `${SESSION_TAG_VARIABLE}=${shQuote(tag)}` })
 }

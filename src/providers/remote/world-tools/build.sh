@@ -31,7 +31,7 @@ ARCHES="x86_64 aarch64"
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/sha256.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/launched.h" "$HERE/sha256.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1

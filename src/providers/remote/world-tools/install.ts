@@ -7,35 +7,46 @@
  *   $XDG_CACHE_HOME/dsh-remote-worlds/tools (else $HOME/.cache/...), /var/tmp/dsh-remote-tools-UID,
  *   /tmp/dsh-remote-tools-UID, /dev/shm/dsh-remote-tools-UID.
  * Each is used only when it is a directory of the world's user and not a symlink (as tmux
- * trusts /tmp/tmux-UID), made 0700. The copy is checked by size and, where the world has
- * `sha256sum`, by hash, and must run (`--version`) before it is kept: a read-only HOME, a
- * noexec /tmp or a full disk moves on to the next directory.
+ * trusts /tmp/tmux-UID), made 0700, and lies outside every root a fence around this world lets
+ * confined programs write ({@link fenceWritableRoots}: bubblewrap's workspace over SSH), where
+ * a confined agent could plant a program that runs outside its fence. The copy is checked by
+ * size and by hash (`sha256sum`, which the world must have: launch.ts verifies every start
+ * with it), and must run (`--version`) before it is kept: a read-only HOME, a noexec /tmp or a
+ * full disk moves on to the next directory. A copy found there later is hashed again before it
+ * is reused, and at each start (launch.ts).
  * @module dsh-remote-worlds/providers/remote/world-tools/install
  */
 import { posix } from 'node:path'
 import { WorldToolUnavailableError } from '../errors.ts'
 import { shQuote } from '../quote.ts'
 import type { WorldOwner } from '../world-owner.ts'
+import type { WorldToolCopy } from './launch.ts'
 import { type WorldToolName, worldTool } from './manifest.ts'
 import { runInWorld } from './run.ts'
 
-/** Where a tool is in a world. */
-export interface InstalledWorldTool {
-  /** Absolute path in the world. */
-  path: string
+/** Where a tool is in a world: its copy (start it with launch.ts `worldToolCommand`). */
+export interface InstalledWorldTool extends WorldToolCopy {
   /** True when it was copied in by this call (false: a copy was there). */
   copied: boolean
 }
 
-/** The cache directories of a user, in the order they are tried (see the module comment). */
-export function cacheDirectories(ambient: Readonly<Record<string, string>>, uid: number): string[] {
+/** `path` equals `dir` or lies below it. */
+function within(path: string, dir: string): boolean {
+  return dir === '/' || path === dir || path.startsWith(`${dir}/`)
+}
+
+/**
+ * The cache directories of a user, in the order they are tried (see the module comment), less
+ * those inside `fenced` (roots confined programs may write).
+ */
+export function cacheDirectories(ambient: Readonly<Record<string, string>>, uid: number, fenced: readonly string[] = []): string[] {
   const dirs: string[] = []
   const xdg = ambient.XDG_CACHE_HOME
   const home = ambient.HOME
   if (xdg !== undefined && xdg.startsWith('/')) dirs.push(posix.join(xdg, 'dsh-remote-worlds', 'tools'))
   else if (home !== undefined && home.startsWith('/') && home !== '/') dirs.push(posix.join(home, '.cache', 'dsh-remote-worlds', 'tools'))
   for (const base of ['/var/tmp', '/tmp', '/dev/shm']) dirs.push(`${base}/dsh-remote-tools-${uid}`)
-  return dirs.filter(dir => !/[\0\n]/.test(dir))
+  return dirs.filter(dir => !/[\0\n]/.test(dir) && !fenced.some(root => within(dir, root)))
 }
 
 /**
@@ -46,6 +57,8 @@ export function cacheDirectories(ambient: Readonly<Record<string, string>>, uid:
 export function installToolScript(name: string, sha256: string, size: number, dirs: readonly string[]): string {
   return [
     'umask 077',
+    // Every start of a copy is verified by its hash (launch.ts): a world that cannot hash cannot run one.
+    'command -v sha256sum >/dev/null 2>&1 || { echo "fail: the world has no sha256sum (coreutils or busybox), which verifies each start of a world tool"; exit 3; }',
     `n=${shQuote(name)} s=${shQuote(sha256)} size=${size} t=`,
     `for b in ${dirs.map(dir => shQuote(dir)).join(' ')}; do`,
     '  mkdir -p "$b" 2>/dev/null',
@@ -65,12 +78,10 @@ export function installToolScript(name: string, sha256: string, size: number, di
     '    if [ "$p" = "$t" ]; then echo "fail: received $got of $size bytes"; rm -f "$p"; exit 3; fi',
     '    rm -f "$p"; echo "skip $b: the copy is incomplete (disk full?)"; continue',
     '  fi',
-    '  if command -v sha256sum >/dev/null 2>&1; then',
-    '    h=$(sha256sum < "$p"); h=${h%% *}',
-    '    if [ "$h" != "$s" ]; then echo "fail: the copy has sha256 $h"; rm -f "$p"; exit 3; fi',
-    '  fi',
+    '  h=$(sha256sum < "$p"); h=${h%% *}',
+    '  if [ "$h" != "$s" ]; then echo "fail: the copy has sha256 $h"; rm -f "$p"; exit 3; fi',
     '  chmod 700 "$p"',
-    '  if "$p" --version >/dev/null 2>&1 </dev/null; then',
+    '  if ( exec 3<"$p" && exec /proc/self/fd/3 --version ) >/dev/null 2>&1 </dev/null || "$p" --version >/dev/null 2>&1 </dev/null; then',
     '    mv -f "$p" "$d/$n"',
     '    [ "$t" = "$p" ] || rm -f "$t"',
     '    echo "have $d/$n"; exit 0',
@@ -84,6 +95,24 @@ export function installToolScript(name: string, sha256: string, size: number, di
 }
 
 const installed = new WeakMap<WorldOwner, Map<WorldToolName, Promise<InstalledWorldTool>>>()
+const fences = new WeakMap<WorldOwner, readonly string[]>()
+
+/**
+ * Declare the roots a fence around the owner's world lets confined programs write (absolute
+ * paths; bubblewrap's workspace root over SSH). No cache directory inside one is used from now
+ * on: a copy found there is forgotten, so the next {@link installWorldTool} looks elsewhere.
+ * A world whose fence contains every program this package starts (a container) declares none.
+ */
+export function fenceWritableRoots(owner: WorldOwner, roots: readonly string[]): void {
+  fences.set(owner, Object.freeze([...roots]))
+  const tools = installed.get(owner)
+  if (tools === undefined) return
+  for (const [name, pending] of tools) {
+    void pending.then(copy => {
+      if (roots.some(root => within(copy.path, root)) && tools.get(name) === pending) tools.delete(name)
+    }, () => undefined)
+  }
+}
 
 /**
  * The path of `name` in the owner's world, copying the world's architecture's build in when no
@@ -110,7 +139,8 @@ export function installWorldTool(owner: WorldOwner, name: WorldToolName): Promis
 
 /**
  * Forget where `name` was found in the owner's world, so the next {@link installWorldTool}
- * looks (and copies) again: the copy is gone (a restarted container, a cleared cache).
+ * looks (and copies) again: the copy is gone (a restarted container, a cleared cache) or was
+ * refused at a start (launch.ts: it is not the build this client shipped).
  */
 export function forgetWorldTool(owner: WorldOwner, name: WorldToolName): void {
   installed.get(owner)?.delete(name)
@@ -120,15 +150,15 @@ async function install(owner: WorldOwner, name: WorldToolName): Promise<Installe
   const control = await owner.control()
   const build = worldTool(name, control.info.arch)
   const { ambient } = await owner.userEnvironment()
-  const dirs = cacheDirectories(ambient, control.info.uid)
+  const dirs = cacheDirectories(ambient, control.info.uid, fences.get(owner))
   // A copy there already is found on the control channel (control.sh `tool`: one fork); only a
   // copy runs a setup script. A world that does not answer now (a paused container) is not
   // asked: the copy's exec meets its error (TargetNotRunningError) at once.
   const found = await owner.answering() ? await control.findWorldTool(name, build.sha256, dirs) : undefined
-  if (found !== undefined) return { path: posix.join(dirs[found]!, build.sha256, name), copied: false }
+  if (found !== undefined) return { name, sha256: build.sha256, path: posix.join(dirs[found]!, build.sha256, name), copied: false }
   const result = await runInWorld(owner, installToolScript(name, build.sha256, build.bytes.length, dirs), build.bytes)
   const copied = /^have (\/.*)$/m.exec(result.stdout)
-  if (copied !== null) return { path: copied[1]!, copied: true }
+  if (copied !== null) return { name, sha256: build.sha256, path: copied[1]!, copied: true }
   const reasons = result.stdout.split('\n').filter(line => line.startsWith('skip ') || line.startsWith('fail: ')).map(line => line.replace(/^skip /, ''))
   const said = reasons.length > 0 ? reasons.join('; ') : `the copy script said ${JSON.stringify((result.stdout + result.stderr).trim().slice(0, 300))} (exit ${result.exitCode})`
   throw new WorldToolUnavailableError(`cannot copy ${name} (${build.arch}, ${build.bytes.length} bytes) into ${owner.describe()}: ${said}`)

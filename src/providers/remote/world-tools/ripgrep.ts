@@ -1,16 +1,20 @@
 /**
  * ripgrep for `@deepseek-ai/dsh-tool-fs-search` in a remote world. Its `glob` and `grep` spawn
  * the packaged `@vscode/ripgrep` binary by its HOST path (`rgPath`, or a single-file build's
- * `<execPath>-rg` sidecar) through `ctx.subprocess`; no such path exists in the world. A spawn
- * of that path runs the world's ripgrep instead: the world's own `rg` on its PATH (the project
- * image has Debian's), else this package's copy of the packaged Linux build for the world's
- * architecture (install.ts), so the search reads the same files as the shell and `read`.
+ * `<execPath>-rg` sidecar) through `ctx.subprocess`, unconfined; no such path exists in the
+ * world. A spawn of that path runs the world's ripgrep instead, by an absolute path: the
+ * world's own `rg` on its PATH where neither it nor its directory is writable by the world's
+ * user (a system install: the project image has Debian's; never one a confined agent could
+ * have put in `~/.local/bin`), else this package's copy of the packaged Linux build for the
+ * world's architecture (install.ts), verified at each start (launch.ts), so the search reads
+ * the same files as the shell and `read`.
  * @module dsh-remote-worlds/providers/remote/world-tools/ripgrep
  */
 import { posix } from 'node:path'
 import type { ControlChannel } from '../control-channel.ts'
 import type { WorldOwner } from '../world-owner.ts'
 import { installWorldTool } from './install.ts'
+import { type WorldToolCopy, worldToolCommand } from './launch.ts'
 
 /** The bin/rg of an `@vscode/ripgrep` package or of one of its platform packages (any host OS). */
 const PACKAGED_RIPGREP = /(^|\/)node_modules\/@vscode\/ripgrep(-[a-z0-9]+-[a-z0-9]+)?\/bin\/rg(\.exe)?$/
@@ -24,14 +28,28 @@ export function isPackagedRipgrep(program: string): boolean {
   return PACKAGED_RIPGREP.test(path) || program === `${process.execPath}-rg`
 }
 
+/** The ripgrep a search runs in the world: a system `rg` by its path, or the package's verified copy. */
+export type WorldRipgrep = { system: string } | { copy: WorldToolCopy }
+
 /**
  * The ripgrep to run in the world: the first `rg` on `path` (the spawn's PATH) that the world's
- * user may execute, else the package's copy (copied in on first use).
+ * user may execute and not write, nor its directory; else the package's copy (copied in on
+ * first use).
  * @throws WorldToolUnavailableError when the world has none and the copy cannot be made.
  */
-export async function worldRipgrep(owner: WorldOwner, control: ControlChannel, path: string | undefined): Promise<string> {
+export async function worldRipgrep(owner: WorldOwner, control: ControlChannel, path: string | undefined): Promise<WorldRipgrep> {
   const candidates = (path ?? '').split(':').filter(dir => dir.startsWith('/') && !/[\0\n]/.test(dir)).map(dir => posix.join(dir, 'rg'))
-  const found = candidates.length === 0 ? undefined : await control.firstExecutable(candidates)
-  if (found !== undefined) return candidates[found]!
-  return (await installWorldTool(owner, 'rg')).path
+  const found = candidates.length === 0 ? undefined : await control.firstExecutable(candidates, { unwritable: true })
+  if (found !== undefined) return { system: candidates[found]! }
+  const { name, path: at, sha256 } = await installWorldTool(owner, 'rg')
+  return { copy: { name, path: at, sha256 } }
+}
+
+/**
+ * The argv that runs `rg` with `args`: the system one directly, the package's copy through
+ * `/bin/sh -c` and launch.ts's check (the shell becomes ripgrep: one pid).
+ */
+export function ripgrepArgv(rg: WorldRipgrep, args: readonly string[]): string[] {
+  if ('system' in rg) return [rg.system, ...args]
+  return ['/bin/sh', '-c', worldToolCommand(rg.copy, args), 'rg']
 }
