@@ -5,7 +5,7 @@
  * @module dsh-remote-worlds/files/errors
  */
 import { FsError, type FsErrorCode } from '@deepseek-ai/dsh-fs'
-import { ServerLostError, ServerRefusal } from './server-channel.ts'
+import { ServerLostError, ServerProtocolError, ServerRefusal } from './server-channel.ts'
 
 /** The operation an error happened in, for its message and its code. */
 export interface FsErrorContext {
@@ -62,6 +62,7 @@ export function fsErrorOf(error: unknown, context: FsErrorContext): FsError {
     if (code === 'FS_NOT_OBSERVED') return new FsError(`cannot overwrite existing "${context.displayPath}" without reading it first`, code, { cause: error })
     return new FsError(`${target}: ${reason}`, code, { cause: error })
   }
+  if (error instanceof ServerProtocolError) return new FsError(`${target}: the world's file server broke its protocol and was ended (${error.message})`, 'FS_IO_ERROR', { cause: error })
   if (error instanceof ServerLostError) return new FsError(`${target}: the world's file server was lost (${error.message})`, 'FS_IO_ERROR', { cause: error })
   return new FsError(`${target}: ${(error as Error)?.message ?? String(error)}`, 'FS_IO_ERROR', { cause: error })
 }

@@ -8,14 +8,41 @@
  * `w` write, `p` ping, `q` quit); replies are `K` ok, `A` absent, `D` data (one part of a longer
  * reply: a read's bytes, a listing's entries), `E` error (fields: code, message), and the
  * server's first frame `H` (hello).
+ *
+ * Every frame the server sends fits {@link MAX_REPLY_FRAME_BYTES} (fsd.c `MAX_REPLY`), and the
+ * decoder refuses a longer one before it buffers any of it: a planted or broken server cannot
+ * make the client hold more than one frame's bound.
  * @module dsh-remote-worlds/files/protocol
  */
 
 /** Bytes of a frame header. */
 export const FRAME_HEADER_BYTES = 9
 
-/** The protocol version this client speaks (the hello's second field). */
-export const PROTOCOL_VERSION = '1'
+/** The protocol version this client speaks (the hello's second field; fsd.c `PROTOCOL`). */
+export const PROTOCOL_VERSION = '2'
+
+/**
+ * The largest payload of a frame the server sends (bytes; fsd.c `MAX_REPLY`): 1 MiB, as the
+ * PTY protocol's frames (pty-holder/protocol.ts). The largest legitimate ones are a read's
+ * `D` frames and a `pread` reply (one 256 KiB chunk each), a listing's `D` frames (256 KiB plus
+ * one entry: a name and a realpath, under 5 KiB) and a `resolve` reply (a key of at most 8 KiB
+ * and at most 256 KiB of prefetched content): four times room. A write's replaced content
+ * (up to the diff basis bound, 10 MiB by default) comes as `D` frames of 256 KiB.
+ */
+export const MAX_REPLY_FRAME_BYTES = 1 << 20
+
+/** A frame header announced more than the decoder's bound: not the file server's protocol. */
+export class FrameTooLargeError extends Error {
+  /**
+   * @param bytes - the announced payload length.
+   * @param limit - the decoder's bound.
+   * @param code - the frame's code letter.
+   */
+  constructor(readonly bytes: number, readonly limit: number, readonly code: string) {
+    super(`a ${JSON.stringify(code)} frame of ${bytes} bytes was announced (at most ${limit})`)
+    this.name = 'FrameTooLargeError'
+  }
+}
 
 /** One decoded frame. */
 export interface Frame {
@@ -73,6 +100,8 @@ export function encodeFrame(id: number, code: string, payload: Uint8Array = Buff
  * chunk is handed on as a view of it (no copy), one spread over several chunks is copied once.
  * With `onData`, the payload of each `D` frame is handed on instead in the pieces it arrived in
  * (views, no copy at all): a 100 MB read is then never joined into frames first.
+ * A header announcing more than the bound throws {@link FrameTooLargeError} at once (nothing of
+ * that frame is buffered), and every later push throws it again: the stream is not decodable.
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
@@ -80,15 +109,22 @@ export class FrameDecoder {
   private buffered = 0
   /** The frame being received, once its header is in. */
   private current: { id: number; code: string; remaining: number; streamed: boolean } | undefined
+  /** Set once a header broke the bound. */
+  private broken: FrameTooLargeError | undefined
 
   /**
    * @param onFrame - called once per complete frame, in order (`D` frames too, unless `onData`).
    * @param onData - called with each piece of a `D` frame's payload, in order.
+   * @param maxPayload - the bound of one frame's payload (default {@link MAX_REPLY_FRAME_BYTES}).
    */
-  constructor(private readonly onFrame: (frame: Frame) => void, private readonly onData?: (id: number, part: Buffer) => void) {}
+  constructor(private readonly onFrame: (frame: Frame) => void, private readonly onData?: (id: number, part: Buffer) => void, private readonly maxPayload = MAX_REPLY_FRAME_BYTES) {}
 
-  /** Add received bytes; what is complete is delivered before this returns. */
+  /**
+   * Add received bytes; what is complete is delivered before this returns.
+   * @throws FrameTooLargeError for a header past the bound (and for every push after it).
+   */
   push(chunk: Buffer): void {
+    if (this.broken !== undefined) throw this.broken
     if (chunk.length === 0) return
     this.chunks.push(chunk)
     this.buffered += chunk.length
@@ -97,7 +133,16 @@ export class FrameDecoder {
         if (this.buffered < FRAME_HEADER_BYTES) return
         const header = this.take(FRAME_HEADER_BYTES)
         const code = String.fromCharCode(header[8]!)
-        this.current = { id: header.readUInt32LE(4), code, remaining: header.readUInt32LE(0), streamed: code === 'D' && this.onData !== undefined }
+        const length = header.readUInt32LE(0)
+        if (length > this.maxPayload) {
+          // Nothing after this header is kept: the queue is dropped with the stream.
+          this.broken = new FrameTooLargeError(length, this.maxPayload, code)
+          this.chunks = []
+          this.head = 0
+          this.buffered = 0
+          throw this.broken
+        }
+        this.current = { id: header.readUInt32LE(4), code, remaining: length, streamed: code === 'D' && this.onData !== undefined }
       }
       const frame = this.current
       if (frame.streamed) {

@@ -303,7 +303,7 @@ export class RemoteFileSystem extends FileSystem {
     }
   }
 
-  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; policy?: SandboxExecutionPolicy; role?: 'read' | 'write' } = {}): Promise<ServerReply> {
+  private async request(context: FsErrorContext, code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; maxData?: number; policy?: SandboxExecutionPolicy; role?: 'read' | 'write' } = {}): Promise<ServerReply> {
     const server = await this.server(context, options.policy, options.role)
     try {
       return await server.request(code, fields, options)
@@ -443,6 +443,8 @@ export class RemoteFileSystem extends FileSystem {
     let filled = 0
     const beyond: Buffer[] = []
     const reply = await abortable(this.request({ verb, displayPath: target.displayPath }, 'o', [this.processPath(target), maxBytes === undefined ? '' : String(maxBytes)], {
+      // The server sends no byte past the bound (it refuses the read instead).
+      ...(maxBytes === undefined ? {} : { maxData: maxBytes }),
       // A size no buffer can be (a sparse file read unbounded) keeps the pieces instead.
       onSize: size => { try { out = Buffer.allocUnsafe(size) } catch { out = undefined } },
       onData: part => {
@@ -611,10 +613,12 @@ export class RemoteFileSystem extends FileSystem {
     this.mutations += 1
     try {
       const fields = [this.processPath(target), `${guard.kind}${this.flushed ? 'f' : ''}`, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
-      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write' })
+      // The replaced content comes as data frames, less than beforeLimit bytes in all.
+      const parts: Buffer[] = []
+      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write', onData: part => parts.push(Buffer.from(part)), maxData: beforeLimit })
       const out = decodeFields(reply.payload)
       const record = parseRecord(out, 1)
-      return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? out[8] : undefined }
+      return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? Buffer.concat(parts) : undefined }
     } finally {
       this.mutations += 1
     }

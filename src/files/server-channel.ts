@@ -43,6 +43,19 @@ export class ServerLostError extends Error {
   }
 }
 
+/**
+ * The server broke its protocol: a frame longer than protocol.ts `MAX_REPLY_FRAME_BYTES`, a reply
+ * that cannot be decoded, or more data for a request than it asked for. A planted program or
+ * a broken build, not a file server: its channel is closed (the requests in flight reject with
+ * this), and the file system's next call starts another server. Other servers live on.
+ */
+export class ServerProtocolError extends ServerLostError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'ServerProtocolError'
+  }
+}
+
 /** A request's reply: `K` with its payload, or `A` (absent). */
 export interface ServerReply {
   code: 'K' | 'A'
@@ -54,6 +67,14 @@ interface Pending {
   reject(error: Error): void
   onData: ((chunk: Buffer) => void) | undefined
   onSize: ((bytes: number) => void) | undefined
+  /** Bytes of `D` payload the request may still receive (see `request`'s `maxData`). */
+  dataLeft: number
+}
+
+/** The decoder a channel takes over from {@link ServerChannel.open}, with its handlers replaced. */
+interface DecoderHandle {
+  push(chunk: Buffer): void
+  replace(onFrame: (frame: Frame) => void, onData: (id: number, part: Buffer) => void): void
 }
 
 const HELLO_TIMEOUT_MS = 15_000
@@ -62,7 +83,9 @@ const HELLO_TIMEOUT_MS = 15_000
  * while a long read streams, a write's reply comes once it is published, and the server waits
  * at most 10 s for a directory lock (fsd.c LOCK_WAIT_MS). A server silent for longer is frozen
  * (a paused container, a stopped process) or stuck: the channel is failed, as the control
- * channel fails one request that times out, and the next call starts another server.
+ * channel fails one request that times out, and the next call starts another server. Only the
+ * frames of a request in flight count as signs of life: bytes for no request do not hold the
+ * bound off.
  */
 export const DEFAULT_SERVER_SILENCE_MS = 30_000
 
@@ -82,15 +105,16 @@ export class ServerChannel {
   private readonly silenceMs: number
   /** Fails the channel when the server is silent for silenceMs with a request in flight. */
   private watchdog: NodeJS.Timeout | undefined
+  private readonly decoder: DecoderHandle
 
-  private constructor(transport: ServerTransport, decoder: { replace(onFrame: (frame: Frame) => void, onData: (id: number, part: Buffer) => void): void }, info: ServerInfo, where: string, silenceMs: number) {
+  private constructor(transport: ServerTransport, decoder: DecoderHandle, info: ServerInfo, where: string, silenceMs: number) {
     this.transport = transport
     this.info = info
     this.where = where
     this.silenceMs = silenceMs
+    this.decoder = decoder
     decoder.replace(this.onFrame, this.onDataPart)
-    // Any byte from the server is a sign of life for the request in flight.
-    transport.stdout.on('data', this.heard)
+    transport.stdout.on('data', this.onBytes)
     transport.stdout.once('end', () => this.fail(new ServerLostError(`the file server in ${where} ended`)))
     transport.stdout.once('close', () => this.fail(new ServerLostError(`the file server's channel in ${where} closed`)))
     transport.stdout.on('error', (error: Error) => this.fail(new ServerLostError(`the file server's channel in ${where} failed: ${error.message}`, { cause: error })))
@@ -104,10 +128,12 @@ export class ServerChannel {
    * @param options.stderr - what the process printed on stderr so far, for the message of a
    *   server that ended before it started.
    * @throws ServerLostError when the transport ends first, or no hello comes within 15 s, or the
-   *   hello names another protocol (the message says what the world printed instead).
+   *   hello names another protocol (the message says what the world printed instead);
+   *   ServerProtocolError for a first frame past protocol.ts `MAX_REPLY_FRAME_BYTES` or a malformed hello.
    */
   static open(transport: ServerTransport, where: string, options: { silenceMs?: number; stderr?: () => string } = {}): Promise<ServerChannel> {
     const ready = Promise.withResolvers<ServerChannel>()
+    let opened: ServerChannel | undefined
     let onFrame = (frame: Frame): void => {
       if (frame.id !== 0 || frame.code !== 'H') {
         finish(new ServerLostError(`the file server in ${where} did not start: it answered ${JSON.stringify(frame.code)} before its hello`))
@@ -115,16 +141,22 @@ export class ServerChannel {
       }
       const fields = decodeFields(frame.payload).map(field => field.toString('utf8'))
       if (fields[0] !== 'dsh-fsd' || fields[1] !== PROTOCOL_VERSION) {
+        // A build of another protocol, or not a file server at all.
         finish(new ServerLostError(`the file server in ${where} speaks ${JSON.stringify(fields.slice(0, 2).join(' '))}, not dsh-fsd ${PROTOCOL_VERSION}`))
         return
       }
       const info: ServerInfo = { uid: Number(fields[2]), gid: Number(fields[3]), pid: Number(fields[4]), arch: fields[5] ?? 'unknown', umask: fields[6] ?? '022' }
       cleanup()
-      ready.resolve(new ServerChannel(transport, holder, info, where, options.silenceMs ?? DEFAULT_SERVER_SILENCE_MS))
+      transport.stdout.off('data', onData)
+      opened = new ServerChannel(transport, holder, info, where, options.silenceMs ?? DEFAULT_SERVER_SILENCE_MS)
+      ready.resolve(opened)
     }
     let deliverData = (_id: number, _part: Buffer): void => {}
     const decoder = new FrameDecoder(frame => onFrame(frame), (id, part) => deliverData(id, part))
-    const holder = { replace: (next: (frame: Frame) => void, data: (id: number, part: Buffer) => void): void => { onFrame = next; deliverData = data } }
+    const holder: DecoderHandle = {
+      push: chunk => decoder.push(chunk),
+      replace: (next, data) => { onFrame = next; deliverData = data },
+    }
     let said = ''
     const onData = (chunk: Buffer): void => {
       // Until the hello arrives, what a world printed instead (a refusal, a shell's message)
@@ -133,7 +165,9 @@ export class ServerChannel {
       try {
         decoder.push(chunk)
       } catch (error) {
-        finish(new ServerLostError(`the file server in ${where} sent a malformed hello: ${(error as Error).message}`))
+        // Frames after the hello in the same chunk are the channel's: a fault there fails it.
+        if (opened !== undefined) opened.fault(error)
+        else finish(new ServerProtocolError(`the file server in ${where} sent a malformed hello: ${(error as Error).message}`, { cause: error }))
       }
     }
     const text = (): string => `${said}${options.stderr?.() ?? ''}`.replace(/[^\x20-\x7e\n]/g, '').trim().slice(0, 300)
@@ -180,14 +214,19 @@ export class ServerChannel {
    * @param options.onData - receives the `D` frames' payload of the reply, in order, in the
    *   pieces it arrived in (views of the transport's chunks: keep them, or copy them).
    * @param options.onSize - receives an `S` frame's size (bytes of the data to come; a read's).
-   * @throws ServerRefusal for an `E` reply; ServerLostError when the channel ended.
+   * @param options.maxData - the most `D` payload the reply may carry in all (bytes; the bound
+   *   the request gave the server). More is a {@link ServerProtocolError} that closes the
+   *   channel. Default: unbounded with `onData`, none without.
+   * @throws ServerRefusal for an `E` reply; ServerLostError when the channel ended
+   *   (ServerProtocolError when the server broke its protocol).
    */
-  request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void } = {}): Promise<ServerReply> {
+  request(code: string, fields: readonly (string | Uint8Array)[], options: { content?: Uint8Array; onData?: (chunk: Buffer) => void; onSize?: (bytes: number) => void; maxData?: number } = {}): Promise<ServerReply> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
     const id = this.nextId++
     if (this.nextId > 0xffff_fff0) this.nextId = 1
     const reply = Promise.withResolvers<ServerReply>()
-    this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData, onSize: options.onSize })
+    const dataLeft = options.maxData ?? (options.onData === undefined ? 0 : Number.POSITIVE_INFINITY)
+    this.pending.set(id, { resolve: reply.resolve, reject: reply.reject, onData: options.onData, onSize: options.onSize, dataLeft })
     if (this.watchdog === undefined) this.arm()
     const frame = encodeFrame(id, code, encodeFields(fields))
     const content = options.content
@@ -224,13 +263,33 @@ export class ServerChannel {
     this.watchdog?.unref()
   }
 
-  private readonly heard = (): void => {
-    if (this.watchdog !== undefined) this.arm()
+  /** The server's bytes, after its hello. */
+  private readonly onBytes = (chunk: Buffer): void => {
+    if (this.failure !== undefined) return
+    try {
+      this.decoder.push(chunk)
+    } catch (error) {
+      this.fault(error)
+    }
+  }
+
+  /** The server's stream cannot be decoded (see {@link ServerProtocolError}): end this channel. */
+  readonly fault = (error: unknown): void => {
+    this.fail(error instanceof ServerProtocolError ? error : new ServerProtocolError(`the file server in ${this.where} broke its protocol: ${(error as Error)?.message ?? String(error)}; its channel is closed`, { cause: error }))
   }
 
   /** A piece of a `D` frame's payload (the decoder streams them; see protocol.ts). */
   private readonly onDataPart = (id: number, part: Buffer): void => {
-    this.pending.get(id)?.onData?.(part)
+    const waiter = this.pending.get(id)
+    if (waiter === undefined) return
+    waiter.dataLeft -= part.length
+    if (waiter.dataLeft < 0) {
+      this.fault(new ServerProtocolError(`the file server in ${this.where} sent more data for request ${id} than it asked for; its channel is closed`))
+      return
+    }
+    // A sign of life of the request in flight.
+    this.arm()
+    waiter.onData?.(part)
   }
 
   private readonly onFrame = (frame: Frame): void => {
@@ -239,23 +298,25 @@ export class ServerChannel {
     switch (frame.code) {
       case 'S':
         waiter.onSize?.(Number(frame.payload.toString('latin1')))
-        return
+        break
       case 'K':
       case 'A':
         this.pending.delete(frame.id)
-        if (this.pending.size === 0) this.arm()
         waiter.resolve({ code: frame.code, payload: frame.payload })
-        return
+        break
       case 'E': {
-        this.pending.delete(frame.id)
-        if (this.pending.size === 0) this.arm()
+        // Decoded first: a malformed one is the channel's fault (onBytes), not this request's refusal.
         const [code, message] = decodeFields(frame.payload).map(field => field.toString('utf8'))
+        this.pending.delete(frame.id)
         waiter.reject(new ServerRefusal(code ?? 'EOTHER', message ?? 'the file server refused'))
-        return
+        break
       }
       default:
-        this.fail(new ServerLostError(`the file server in ${this.where} sent an unknown reply ${JSON.stringify(frame.code)}`))
+        this.fault(new ServerProtocolError(`the file server in ${this.where} sent an unknown reply ${JSON.stringify(frame.code)}; its channel is closed`))
+        return
     }
+    // A sign of life of the requests in flight (or none left: the bound stops).
+    this.arm()
   }
 
   private fail(error: ServerLostError): void {
@@ -265,6 +326,7 @@ export class ServerChannel {
     this.watchdog = undefined
     for (const waiter of this.pending.values()) waiter.reject(error)
     this.pending.clear()
+    this.transport.stdout.off('data', this.onBytes)
     try {
       this.transport.stdin.end()
     } catch {

@@ -296,6 +296,14 @@ export function fsCases(world: FsWorld): void {
         expect(await sh(`stat -c '%a %U:%G' ${dir}/kept; cat ${dir}/kept`)).toBe('751 agent:agent\nnew\n')
       })
 
+      it('returns a replaced file of 3 MiB whole as the diff basis (it comes in frames of at most 1 MiB)', async () => {
+        await sh(`python3 -c "import sys; sys.stdout.write(''.join('l%010d\\n' % i for i in range(262144)))" > ${dir}/three-mib.txt`)
+        const outcome = await fs.writeText(await at('three-mib.txt'), 'short\n')
+        expect(outcome.before?.length).toBe(3 * 1024 * 1024)
+        expect(outcome.before?.slice(0, 24)).toBe('l0000000000\nl0000000001\n')
+        expect(outcome.before?.slice(-12)).toBe('l0000262143\n')
+      })
+
       it('refuses to replace a file it cannot keep the owner of (FS_PERMISSION_DENIED), leaving it as it was', async () => {
         await sh(`echo rootish > ${dir}/rootfile && chown root:root ${dir}/rootfile && chmod 666 ${dir}/rootfile`, 'root')
         await expect(fs.writeText(await at('rootfile'), 'agent was here')).rejects.toThrow(/cannot write ".*\/rootfile": permission denied \(cannot replace the file and keep its owner 0:0 \(this user is 1000:1000\)/)

@@ -13,7 +13,12 @@
  *   g pread(handle, offset, length) | c close(handle) | l list(path) | w write(...) + content
  *   q quit
  * Replies: K ok, A absent, D data (part of a longer reply), S size (of the data to come, as
- * decimal digits), E error(code, message).
+ * decimal digits), E error(code, message). No frame this server sends has a payload over
+ * MAX_REPLY (1 MiB): the largest are D frames and pread replies of one DATA_CHUNK (256 KiB), a
+ * listing's D frames (a chunk plus one entry) and a resolve reply (a key and at most a chunk of
+ * prefetched content). The client refuses a longer frame as not this protocol
+ * (src/files/protocol.ts MAX_REPLY_FRAME_BYTES). Requests are at most MAX_REQUEST; a write's
+ * content follows its frame raw.
  * The first frame the server sends is H (hello): fields "dsh-fsd", protocol, uid, gid, pid,
  * arch, umask. The client side is src/files/server-channel.ts; the protocol is documented there.
  *
@@ -45,8 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL "1"
+#define PROTOCOL "2"
 #define MAX_REQUEST (64u * 1024u * 1024u)
+#define MAX_REPLY (1u << 20)
 #define DATA_CHUNK (256u * 1024u)
 #define MAX_HANDLES 64
 #define MAX_ROOTS 64
@@ -80,6 +86,9 @@ static void write_all(struct iovec *iov, int count) {
 }
 
 static void send_frame(uint32_t id, char code, const void *payload, size_t length) {
+  /* Never reached by construction (see the head comment); a frame the client would refuse as
+   * not this protocol ends the server instead. */
+  if (length > MAX_REPLY) _exit(4);
   unsigned char header[9];
   put32(header, (uint32_t)length);
   put32(header + 4, id);
@@ -317,6 +326,8 @@ static void op_resolve(uint32_t id, fields_t *f) {
   if (f->bad) { send_error(id, "BADREQ", "bad resolve request", NULL); return; }
   long long prefetch = f->offset < f->length ? field_number(f) : -1;
   if (f->bad) { send_error(id, "BADREQ", "bad resolve request", NULL); return; }
+  /* At most one chunk, so the reply fits MAX_REPLY. */
+  if (prefetch > (long long)DATA_CHUNK) prefetch = DATA_CHUNK;
   static char key[PATH_MAX * 2];
   int exists = 0;
   int error = canonical(base, path, key, sizeof key, &exists);
@@ -687,13 +698,11 @@ static int hash_file(int dfd, const char *name, char out[65]) {
   return 0;
 }
 
-/* Read up to `limit` bytes of `name` into b as one field; 0 when read whole. */
+/* Read less than `limit` bytes of `name` into b (raw); 0 when read whole. */
 static int read_before(int dfd, const char *name, long long limit, buf_t *b) {
   int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return -1;
   size_t at = b->length;
-  buf_reserve(b, 4);
-  b->length += 4;
   long long total = 0;
   for (;;) {
     buf_reserve(b, DATA_CHUNK);
@@ -706,7 +715,6 @@ static int read_before(int dfd, const char *name, long long limit, buf_t *b) {
     if (total >= limit) { close(fd); b->length = at; return -1; }
   }
   close(fd);
-  put32(b->data + at, (uint32_t)total);
   return 0;
 }
 
@@ -755,8 +763,9 @@ static int publish_link(int tfd, int anonymous, int dfd, const char *from, const
  * The content goes to a new file in the target's directory (unnamed where the filesystem allows,
  * else a hidden name; created 0600, written, and fsync'ed outside the lock); then, holding the
  * directory's flock, the guard is checked, the old file's owner and mode are copied onto the new
- * one, and it is published by rename (or by link, which never replaces, for createIfAbsent). Replies K: operation, the new record, "1" and
- * the old content or "0".
+ * one, and it is published by rename (or by link, which never replaces, for createIfAbsent).
+ * Replies: the old content as D frames (when it is returned), then K: operation, the new
+ * record, and "1" when the D frames carried the old content, else "0".
  */
 static void op_write(uint32_t id, fields_t *f) {
   char *path = next_field(f, NULL);
@@ -945,8 +954,9 @@ static void op_write(uint32_t id, fields_t *f) {
       struct stat now;
       if (fstatat(dfd, name, &now, 0) != 0) fstat(tfd, &now);
       buf_record(&b, &now);
-      if (have_before) { buf_str(&b, "1"); buf_reserve(&b, before.length); memcpy(b.data + b.length, before.data, before.length); b.length += before.length; }
-      else buf_str(&b, "0");
+      buf_str(&b, have_before ? "1" : "0");
+      /* Published: the old content goes first, in chunks (each frame within MAX_REPLY). */
+      for (size_t at = 0; have_before && at < before.length; at += DATA_CHUNK) send_frame(id, 'D', before.data + at, before.length - at < DATA_CHUNK ? before.length - at : DATA_CHUNK);
     }
     buf_free(&before);
   }
