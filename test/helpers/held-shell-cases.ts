@@ -295,6 +295,35 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 600_000)
 
+  it('a probe while a client that attached behind the log\'s head is sent the log: its answer follows all the log held then, and says the true facts (the shell waiting at its prompt)', async () => {
+    try {
+      const name = session()
+      const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), name)
+      const terminal = await composed.open()
+      const printed = await terminal.send("head -c 1048576 /dev/zero | tr '\\0' x; echo; echo end-$((40+2))")
+      expect(printed.waitReason).toBe('stdin_read')
+      const runtime = composed.runtime as RemoteSubprocessRuntime<never>
+      const records = JSON.parse(await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(composed, user))), 'utf8')) as HeldShellRecord[]
+      const record = records.find(entry => entry.program.pid === terminal.pid)!
+      const holder = await terminalHolder(runtime[WORLD_OWNER])
+      if (!('path' in holder)) throw new Error(holder.unavailable)
+      const relay = (): ReturnType<typeof runtime.openProcess> => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
+      runtime.detachHeldShells()
+      // From the log's first byte: the shell printed more than 1 MiB, the attach grants 256 KiB,
+      // so the holder has not sent the log up to its head when the probe comes.
+      const { terminal: held, reply } = await attachHeldShell(await relay(), 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: relay, deadlineMs: 30_000 }, 0, true)
+      expect(reply.start).toBe(0)
+      let taken = 0
+      held.output.on('data', (chunk: Buffer) => { taken += chunk.length })
+      const answer = await held.foreground(record.program).then(facts => ({ facts, delivered: taken + held.output.readableLength }))
+      expect(answer.facts).toMatchObject({ tpgid: terminal.pid, inputWaiting: true })
+      expect(answer.delivered).toBe(reply.head)
+      held.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
   it('a shell that exits while detached (`sleep 2; exit 7`): the next client gets status 7 and its last output, and a fresh shell', async () => {
     try {
       const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })

@@ -56,6 +56,10 @@
  *             Output frames from `start` follow; then X once the shell ended and all was sent.
  *   K signal replies are remembered (the last 8 per controller) so a request the client resends
  *   after a reconnect is answered, not delivered twice.
+ *   f probe replies follow every byte of the log up to its head when the facts were read: for a
+ *   controller that resumed behind the head, a reply waits (at most PROBE_DELIVERY_BOUND_MS)
+ *   until it was sent that far, so later frames (i, k) may pass it; probe replies keep their
+ *   order.
  */
 #define _GNU_SOURCE
 #include "hold.h"
@@ -119,6 +123,14 @@
 #define TAG_VARIABLE "DSH_REMOTE_SESSION"
 /* Signal replies remembered for resent requests. */
 #define SIGNAL_MEMORY 8
+/* Probe replies held back, at most: a probe beyond them lets the oldest go at once. A client
+ * probes one at a time (terminal-bash polls serially) and resends those unanswered after a
+ * reconnect. */
+#define PROBE_MEMORY 8
+/* The longest a probe reply waits for the controller to be sent the log up to where its head was
+ * when the facts were read (ms; see probe_request), as the client's own wait for what its
+ * transport buffered (terminal.ts PROBE_DELIVERY_BOUND_MS): then the facts go as they are. */
+#define PROBE_DELIVERY_BOUND_MS 2000
 /* Longest id strings (bytes). */
 #define ID_MAX 64
 #define TEXT_MAX 4096
@@ -159,6 +171,10 @@ static struct {
   char boot_id[64], pidns[64];
   struct { uint32_t id; unsigned char reply[9]; } signals[SIGNAL_MEMORY];
   int signal_count;
+  /* Probe replies not yet sent, oldest first: each goes once `sent` reached `head` (the log's
+   * head when its facts were read), or at `due`. */
+  struct { unsigned char reply[14 + FG_CALL_MAX]; uint32_t length; uint64_t head; long long due; } probes[PROBE_MEMORY];
+  int probe_count;
   sigset_t shell_mask;
 } H;
 
@@ -227,8 +243,22 @@ static void log_append(const unsigned char *data, size_t length) {
   H.head += length;
 }
 
-/* Send the controller what the log holds beyond what it was sent, as far as its credit goes;
- * then the exit frame, once the shell ended, its output drained and all of it was sent. */
+/* Queue the held probe replies that may go now (all of them with `all`), oldest first: those
+ * whose output was sent, and those past their bound. */
+static void release_probes(int all) {
+  long long now = now_ms();
+  int released = 0;
+  while (released < H.probe_count && (all || H.probes[released].head <= H.sent || now >= H.probes[released].due)) {
+    queue_frame(&H.controller, 'f', H.probes[released].reply, H.probes[released].length);
+    released++;
+  }
+  memmove(H.probes, H.probes + released, sizeof H.probes[0] * (size_t)(H.probe_count - released));
+  H.probe_count -= released;
+}
+
+/* Send the controller what the log holds beyond what it was sent, as far as its credit goes,
+ * and the probe replies that waited for it; then the exit frame, once the shell ended, its
+ * output drained and all of it was sent (the last frame: no reply follows it). */
 static void pump(void) {
   struct conn *c = &H.controller;
   while (c->fd >= 0 && H.sent < H.head && H.credit > 0 && c->out_len < QUEUE_LOW) {
@@ -242,6 +272,7 @@ static void pump(void) {
     H.sent += length;
     H.credit -= length;
   }
+  if (H.probe_count > 0) release_probes(0);
   if (c->fd >= 0 && H.ended && H.drained && H.sent == H.head && !H.exit_sent) {
     unsigned char status[3];
     pty_exit_status(H.status, status);
@@ -402,6 +433,7 @@ static int take_string(const unsigned char **at, const unsigned char *end, char 
 /* The controller left (its connection ended or broke): the shell goes on, detached. */
 static void detach(void) {
   close_conn(&H.controller);
+  H.probe_count = 0;
   H.detached_at = now_ms();
   write_meta();
 }
@@ -409,6 +441,8 @@ static void detach(void) {
 /* Make pending connection `c` the controller (closing any other). */
 static void make_controller(struct conn *c, const char *id) {
   if (H.controller.fd >= 0) close_conn(&H.controller);
+  /* The replies held for the old connection: the client asks again on the new one. */
+  H.probe_count = 0;
   H.controller = *c;
   *c = (struct conn){ -1, NULL, 0, NULL, 0, 0, 0 };
   if (strcmp(id, H.controller_id) != 0) H.signal_count = 0;
@@ -533,6 +567,26 @@ static void signal_request(const unsigned char *p) {
   queue_frame(&H.controller, 'k', reply, sizeof reply);
 }
 
+/* A probe from the controller. Its facts are read now; its reply goes once the controller was
+ * sent the log up to its head of now (a client that resumed behind the head is sent the log at
+ * its credit's pace), so the answer never overtakes what the program printed before it read, and
+ * terminal-bash never settles a send without it. The facts are never changed instead: a made-up
+ * "not waiting" would let terminal-bash accept the shell's prompt wait before the shell read the
+ * send (docs/how-it-works.md). After PROBE_DELIVERY_BOUND_MS the facts go as they are; replies
+ * go in the order the probes came. */
+static void probe_request(const unsigned char *p) {
+  if (H.probe_count == PROBE_MEMORY) {
+    queue_frame(&H.controller, 'f', H.probes[0].reply, H.probes[0].length);
+    memmove(H.probes, H.probes + 1, sizeof H.probes[0] * (PROBE_MEMORY - 1));
+    H.probe_count--;
+  }
+  int at = H.probe_count++;
+  H.probes[at].length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, H.probes[at].reply);
+  H.probes[at].head = H.head;
+  H.probes[at].due = now_ms() + PROBE_DELIVERY_BOUND_MS;
+  release_probes(H.exit_sent);
+}
+
 /* Frames of the controller. Returns -1 when the controller was dropped. */
 static int controller_frame(unsigned char type, const unsigned char *p, uint32_t length) {
   if (type == 'J' && length >= 8) {
@@ -551,13 +605,7 @@ static int controller_frame(unsigned char type, const unsigned char *p, uint32_t
   } else if (type == 'K' && length >= 9) {
     signal_request(p);
   } else if (type == 'F' && length >= 16) {
-    unsigned char reply[14 + FG_CALL_MAX];
-    uint32_t reply_length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, reply);
-    /* A read proven while the log holds output this controller was not sent yet (a client that
-     * resumed behind the head) is not reported: the answer would overtake what the program
-     * printed before it read, and terminal-bash would settle the send without it. */
-    if (reply_length >= 14 && H.sent < H.head) { reply[13] = 0; reply_length = 14; }
-    queue_frame(&H.controller, 'f', reply, reply_length);
+    probe_request(p);
   } else if (type == 'Q') {
     /* A shell still running is one whose start failed on the client's side: nobody will take
      * it back, so it must not live out its TTL. */
@@ -680,8 +728,11 @@ static void serve(void) {
       long long left = (long long)H.ttl * 1000 - (now - H.detached_at);
       timeout = left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
     }
-    if (pending_due >= 0) {
-      long long left = pending_due - now;
+    /* The next pending connection's bound, or the oldest held probe reply's. */
+    long long wake = pending_due;
+    if (H.probe_count > 0 && (wake < 0 || H.probes[0].due < wake)) wake = H.probes[0].due;
+    if (wake >= 0) {
+      long long left = wake - now;
       if (left < 0) left = 0;
       if (timeout < 0 || left < timeout) timeout = (int)left;
     }
