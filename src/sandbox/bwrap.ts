@@ -9,7 +9,9 @@
  * - a fresh `/dev` (`--dev /dev`), a new pid namespace with its own `/proc`, `--die-with-parent`;
  * - a private, ephemeral `/tmp` (`--tmpfs /tmp`); under read-only a workspace below /tmp is
  *   re-bound read-only so it stays visible;
- * - workspace-write: the workspace bound read-write (`--bind ROOT ROOT`).
+ * - workspace-write: the workspace bound read-write (`--bind ROOT ROOT`), less its fence
+ *   (fence.ts): what programs outside the fence run or read (login shell startup files,
+ *   `~/.ssh`, the PATH's directories) stays fixed, by frozen directories bound over it.
  * No `--new-session`: the shell keeps the terminal as its controlling tty (job control and
  * foreground probing need it); the tty is the sandboxed shell's own, so TIOCSTI reaches only it.
  * The network is not isolated (outside the sandbox vocabulary, as upstream).
@@ -22,6 +24,7 @@ import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
+import { type FencePlan, fenceArgs, fenceListingScript, parseFenceListing, protectedPaths, rootRefusal, within } from './fence.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
@@ -29,11 +32,6 @@ export const BWRAP_DENIAL_SIGNATURES: readonly string[] = Object.freeze(['Read-o
 
 /** bwrap's own fatal diagnostics: the command never ran (e.g. a missing workspace). */
 export const BWRAP_RUNNER_FAILURE_RULES: readonly RunnerFailureRule[] = Object.freeze([{ fatalSignatures: ['bwrap: '] }])
-
-/** `path` equals `dir` or lies below it. */
-function within(path: string, dir: string): boolean {
-  return dir === '/' || path === dir || path.startsWith(`${dir}/`)
-}
 
 /** How the sandboxed processes are tied to bwrap's parent (see {@link bwrapProfileArgs}). */
 export interface BwrapLifetime {
@@ -51,13 +49,15 @@ export interface BwrapLifetime {
 
 /**
  * bwrap arguments (before `--` and the command) expressing `policy`.
+ * @param fence - the workspace's fence (fence.ts `fenceArgs`), bound after the workspace under
+ *   workspace-write.
  * @throws Error for a relative workspace root.
  */
-export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}): string[] {
+export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = []): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp']
-  if (policy.mode === 'workspace-write') args.push('--bind', root, root)
+  if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
   else if (within(root, '/tmp')) args.push('--ro-bind', root, root)
   return args
 }
@@ -85,6 +85,10 @@ export type BwrapProbe =
     version: string
     /** The workspace-write profile, probed per workspace root. */
     workspaces: Readonly<Record<string, BwrapProfileProbe>>
+    /** The fence of each probed workspace root (fence.ts). */
+    fences: Readonly<Record<string, FencePlan>>
+    /** What a fence keeps fixed in this world (fence.ts `protectedPaths`). */
+    protected: readonly string[]
   }
   | { usable: false; reason: string }
 
@@ -95,7 +99,7 @@ const LINE = /^(path|version|ro|ws) ?(.*)$/
  * (exit 0 proves namespaces and every mount of the profile work), and the workspace-write
  * profile for each root. One line per fact; errors are folded onto their line.
  */
-export function bwrapProbeScript(workspaceRoots: readonly string[]): string {
+export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Readonly<Record<string, FencePlan>> = {}): string {
   const ro = shQuoteArgv(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }))
   const lines = [
     'p=$(command -v bwrap 2>/dev/null) || { echo "path"; exit 0; }',
@@ -105,7 +109,8 @@ export function bwrapProbeScript(workspaceRoots: readonly string[]): string {
     `out=$("$p" ${ro} -- true 2>&1); echo "ro $? $(printf %s "$out" | tr "\\n" " ")"`,
   ]
   for (const root of workspaceRoots) {
-    const ws = shQuoteArgv(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: root }))
+    const fence = fences[root]
+    const ws = shQuoteArgv(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: root }, {}, fence !== undefined && 'args' in fence ? fence.args : []))
     lines.push(`out=$("$p" ${ws} -- true 2>&1); echo "ws $? $(printf %s "$out" | tr "\\n" " ")"`)
   }
   return `${lines.join('\n')}\n`
@@ -115,7 +120,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[]): string {
  * Parse the probe script's output.
  * @param workspaceRoots - the roots the script probed, in order.
  */
-export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[]): BwrapProbe {
+export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[] } = { fences: {}, protected: [] }): BwrapProbe {
   let path = ''
   let version = ''
   let ro: BwrapProfileProbe | undefined
@@ -140,20 +145,45 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
   workspaceRoots.forEach((root, index) => {
     workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
   })
-  return { usable: true, path, version, workspaces }
+  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected }
+}
+
+/**
+ * The fence of each workspace root (fence.ts): one listing script a root that holds protected
+ * paths, none for the others.
+ * @throws whatever `run` throws.
+ */
+async function planFences(run: RemoteRun, workspaceRoots: readonly string[], protectedAll: readonly string[]): Promise<Record<string, FencePlan>> {
+  const fences: Record<string, FencePlan> = {}
+  for (const root of workspaceRoots) {
+    const refused = rootRefusal(root, protectedAll)
+    const inside = protectedAll.filter(path => within(path, root))
+    if (refused !== undefined) fences[root] = { refused }
+    else if (inside.length === 0) fences[root] = { args: [], frozen: [] }
+    else {
+      const listed = await run(fenceListingScript(root, inside))
+      fences[root] = listed.exitCode === 0
+        ? fenceArgs(root, protectedAll, parseFenceListing(listed.stdout))
+        : { refused: `the listing of what the fence keeps fixed in ${root} failed (exit ${listed.exitCode}): ${listed.stderr.trim().slice(0, 300)}` }
+    }
+  }
+  return fences
 }
 
 /**
  * Probe bubblewrap once in a remote world.
  * @param run - runs a POSIX sh script remotely as the terminals' user.
  * @param workspaceRoots - roots to probe the workspace-write profile for (it binds the root, which must exist).
+ * @param ambient - the login's ambient environment (HOME and PATH name what a fence keeps fixed).
  * @returns the verdict (a script that ran but failed is an unusable verdict).
  * @throws whatever `run` throws (e.g. the world cannot be reached: nothing can run there anyway).
  */
-export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = []): Promise<BwrapProbe> {
-  const result = await run(bwrapProbeScript(workspaceRoots))
+export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = [], ambient: Readonly<Record<string, string>> = {}): Promise<BwrapProbe> {
+  const protectedAll = protectedPaths(ambient)
+  const fences = await planFences(run, workspaceRoots, protectedAll)
+  const result = await run(bwrapProbeScript(workspaceRoots, fences))
   if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }
-  return parseBwrapProbe(result.stdout, workspaceRoots)
+  return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll })
 }
 
 /** Construction options of {@link BubblewrapSandboxProvider}. */
@@ -186,12 +216,30 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     this.config = config
   }
 
+  /**
+   * The fence of a workspace-write root (fence.ts): the probed plan, or for a root the probe did
+   * not see, an empty one when nothing a fence keeps fixed lies inside it, else a refusal.
+   */
+  private fence(workspaceRoot: string): FencePlan {
+    const probe = this.config.probe
+    if (!probe.usable) return { refused: probe.reason }
+    const probed = probe.fences[workspaceRoot]
+    if (probed !== undefined) return probed
+    const refused = rootRefusal(workspaceRoot, probe.protected)
+    if (refused !== undefined) return { refused }
+    const inside = probe.protected.filter(path => within(path, workspaceRoot))
+    if (inside.length === 0) return { args: [], frozen: [] }
+    return { refused: `the workspace ${workspaceRoot} holds ${inside.join(', ')}, which programs outside the fence run or read, and was not probed when the world opened, so its fence is unknown; open the world with this workspace root` }
+  }
+
   /** Why `mode` cannot be enforced for `workspaceRoot`, or undefined when it can. */
   private refusal(mode: ConfinedSandboxMode, workspaceRoot: string): string | undefined {
     const probe = this.config.probe
     if (!probe.usable) return probe.reason
     if (!workspaceRoot.startsWith('/')) return `the workspace root ${JSON.stringify(workspaceRoot)} is not absolute`
     if (mode === 'workspace-write') {
+      const fence = this.fence(workspaceRoot)
+      if ('refused' in fence) return fence.refused
       const workspace = probe.workspaces[workspaceRoot]
       if (workspace !== undefined && !workspace.ok) return `bubblewrap cannot bind the workspace ${workspaceRoot} read-write: ${workspace.error}`
     }
@@ -210,11 +258,17 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
         'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present)')
     }
     return {
-      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }), '--', ...argv],
+      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : []), '--', ...argv],
       enforcement: 'full',
       denialSignatures: BWRAP_DENIAL_SIGNATURES,
       runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,
     }
+  }
+
+  /** The fence's bubblewrap arguments of a root {@link refusal} accepted. */
+  private fenceArgsOf(workspaceRoot: string): readonly string[] {
+    const fence = this.fence(workspaceRoot)
+    return 'args' in fence ? fence.args : []
   }
 
   /**
@@ -243,6 +297,10 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
         'private ephemeral /tmp (--tmpfs /tmp), fresh /dev, own pid namespace and /proc',
         mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
       ]
+      const fence = mode === 'workspace-write' ? this.fence(workspaceRoot) : undefined
+      if (fence !== undefined && 'frozen' in fence && fence.frozen.length > 0) {
+        facts.push(`kept fixed inside the workspace: what programs outside the fence run or read (${probe.usable ? probe.protected.filter(path => within(path, workspaceRoot)).join(', ') : ''}); no new name can be made directly in ${fence.frozen.join(', ')}`)
+      }
       const probed = probe.usable ? probe.workspaces[workspaceRoot] : undefined
       if (mode === 'workspace-write' && probed === undefined) facts.push(`workspace ${workspaceRoot} not probed: bwrap fails the start if it does not exist`)
       return { mode, available: true, enforcement: 'full', mechanism, facts, gaps: [] }

@@ -9,6 +9,8 @@ import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import type { SshWorld } from '../providers/ssh/ssh-world.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
+import { worldOwnerOf } from '../providers/remote/world-owner.ts'
+import { fenceWritableRoots } from '../providers/remote/world-tools/install.ts'
 import { BubblewrapSandboxProvider, probeBwrap, type RemoteRunResult } from './bwrap.ts'
 import { provideSandbox, type SandboxCompanion } from './companion.ts'
 
@@ -28,7 +30,10 @@ export function sshRun(world: SshWorld, script: string): Promise<RemoteRunResult
 
 /**
  * Probe the host's bubblewrap (read-only profile, and workspace-write for the composition's
- * workspace root) and register `ctx.sandbox`. Logs what the default mode means.
+ * workspace root with its fence: fence.ts) and register `ctx.sandbox`. Logs what the default
+ * mode means. From here on no world tool is kept inside the workspace (install.ts
+ * `fenceWritableRoots`): the package's tools run outside the fence, where a confined agent must
+ * not be able to plant one.
  * @throws InvalidArgumentError when `ctx.subprocess` is not an SSH runtime; the connect errors of the world.
  */
 export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxProvider> {
@@ -38,8 +43,11 @@ export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxPr
   }
   const world = await runtime.world()
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
+  const owner = worldOwnerOf(runtime)
+  if (owner !== undefined) fenceWritableRoots(owner, [workspaceRoot])
+  const ambient = owner === undefined ? {} : (await owner.userEnvironment()).ambient
   // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
-  const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot])
+  const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot], ambient)
   return provideSandbox(ctx, BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
 }
 

@@ -62,6 +62,12 @@ describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
         '/tmp': { ok: true },
         '/nonexistent-dsh-ws': { ok: false, error: 'bwrap: Can\'t find source path /nonexistent-dsh-ws: No such file or directory' },
       },
+      // No HOME or PATH given: nothing to keep fixed but what the package itself keeps in /tmp.
+      fences: {
+        '/tmp': { refused: 'the workspace /tmp contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it' },
+        '/nonexistent-dsh-ws': { args: [], frozen: [] },
+      },
+      protected: [],
     })
   })
 

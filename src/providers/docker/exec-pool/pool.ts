@@ -162,7 +162,8 @@ export class ExecPool {
    * Take `user`'s holder standby for a terminal (waiting for it while it starts, starting one
    * when there is none or it runs another path), and start the next one. From the first call
    * on, the user's standbys are holders: a TTY standby waiting is ended.
-   * @param copy - dsh-pty's copy in the world (world-tools/launch.ts).
+   * @param copy - dsh-pty's copy in the world (world-tools/launch.ts), as installed: a standby
+   *   started from another object (an earlier copy, since refused and made anew) is not taken.
    * @returns the started exec running the holder; undefined while the container is paused (the
    *   caller's fresh exec then fails with the world's own error).
    * @throws the world's typed errors when no exec can start.
@@ -174,7 +175,7 @@ export class ExecPool {
     pool.holder = copy
     // A TTY standby (the warm-up's, from before the holder was known) is ended through its own
     // quit, and stays in `standbys` for disposal's proof.
-    const standby = await this.claimStandby(user, pool, waiting => waiting instanceof HolderStandby && waiting.copy.path === copy.path && waiting.copy.sha256 === copy.sha256, unfit => unfit instanceof PtyStandby ? unfit.quit() : unfit.drop())
+    const standby = await this.claimStandby(user, pool, waiting => waiting instanceof HolderStandby && waiting.copy === copy, unfit => unfit instanceof PtyStandby ? unfit.quit() : unfit.drop())
     return (standby as HolderStandby).take()
   }
 

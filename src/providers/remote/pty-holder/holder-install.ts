@@ -27,8 +27,9 @@ export async function terminalHolder(owner: WorldOwner): Promise<TerminalHolder>
   const known = refused.get(owner)
   if (known !== undefined) return { unavailable: known }
   try {
-    const { name, path, sha256 } = await installWorldTool(owner, 'dsh-pty')
-    return { name, path, sha256 }
+    // The install's own object: one per copy made or found, so a standby started from an
+    // earlier one (before the copy was refused and made anew) is told apart (exec-pool/pool.ts).
+    return await installWorldTool(owner, 'dsh-pty')
   } catch (error) {
     if (!(error instanceof WorldToolUnavailableError)) throw error
     refused.set(owner, error.message)

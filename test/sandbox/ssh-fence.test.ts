@@ -1,0 +1,137 @@
+/**
+ * Nothing a confined agent can write runs outside its fence (issue 32, A and A2), over SSH with
+ * the workspace at HOME (what dsh does when started in HOME), on a real sshd whose bubblewrap
+ * works. The agent's shell attacks from inside workspace-write: it swaps the world-tool cache
+ * a client used before (HOME's), appends to `~/.bashrc`, creates `~/.bash_login` and
+ * `~/.ssh/rc`, and plants programs on the login PATH (`~/.local/bin`, which the host's
+ * `~/.bashrc` puts first). Each planted program would leave a mark in /var/tmp, which is
+ * read-only inside the fence: a mark proves it ran outside. New clients then open terminals,
+ * file servers and searches, confined and unconfined, and no mark appears.
+ */
+import { rgPath } from '@vscode/ripgrep'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
+import { worldTool } from '../../src/providers/remote/world-tools/manifest.ts'
+import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { sandboxReportOf } from '../../src/sandbox/companion.ts'
+import { BWRAP_CAPABLE, type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
+import { run } from './helpers.ts'
+
+const HOME = '/home/agent'
+const EROFS = 'Read-only file system'
+
+let host: SshdWorld
+
+function sshWorld(mode: 'workspace-write' | 'danger-full-access', workspaceRoot = HOME): Promise<RemoteWorld> {
+  return openWorld({
+    runtime: SshSubprocessRuntime,
+    runtimeConfig: { target: `agent@127.0.0.1:${host.ports[0]}`, identity: host.clientKeyFile, knownHosts: host.knownHostsFile, sshConfig: false, agent: false },
+    workspaceRoot,
+    mode,
+  })
+}
+
+/** As root on the host, outside any fence. */
+async function onHost(script: string): Promise<string> {
+  const result = await host.exec(['sh', '-c', script])
+  expect(result.exitCode).toBe(0)
+  return result.stdout
+}
+
+/** The marks planted programs left (none, when nothing planted ran). */
+const marks = (): Promise<string> => onHost('ls /var/tmp | grep "^escaped-" || true')
+
+/** A program that leaves the mark `escaped-NAME` and answers like a world tool. */
+const planted = (name: string): string => `printf '#!/bin/sh\\necho ran >> /var/tmp/escaped-${name}\\necho ok\\n'`
+
+/** The confined shell's transcript of `command`, which must have failed with EROFS. */
+async function refused(terminal: Awaited<ReturnType<RemoteWorld['open']>>, command: string): Promise<void> {
+  expect(await run(terminal, command)).toContain(EROFS)
+}
+
+beforeAll(async () => {
+  host = await startSshdWorld([{}], { hostConfig: BWRAP_CAPABLE })
+  // The user's own set-up: ~/.local/bin first on every login's PATH (prepended, so the
+  // non-interactive return of Debian's ~/.bashrc does not skip it), and a project directory.
+  await onHost(`sed -i '1i export PATH="$HOME/.local/bin:$PATH"' ${HOME}/.bashrc && mkdir -p ${HOME}/.local/bin ${HOME}/src && chown -R agent:agent ${HOME}/.local ${HOME}/src`)
+  // A client before any fence (its workspace elsewhere) copied the world tools into HOME's cache.
+  const before = await sshWorld('danger-full-access', '/var/tmp')
+  try {
+    expect(await run(await before.open(), 'echo before')).toBe('before')
+    await before.fs!.writeText(await before.fs!.resolve('/var/tmp/seed.txt'), 'seed\n')
+  } finally {
+    await before.dispose()
+  }
+  expect(await onHost(`ls ${HOME}/.cache/dsh-remote-worlds/tools/*/ | grep -c "^dsh-"`)).toBe('2\n')
+}, 180_000)
+
+afterAll(async () => {
+  await host?.stop()
+})
+
+describe('workspace-write at HOME over SSH: the agent attacks what runs outside its fence', () => {
+  const pty = worldTool('dsh-pty', 'x86_64').sha256
+  const fsd = worldTool('dsh-fsd', 'x86_64').sha256
+
+  it('what runs outside stays fixed (startup files, ~/.ssh, the PATH, the cache in use), the rest of HOME is the agent\'s, and nothing it planted ever runs: not in a new confined client, not in an unconfined one', async () => {
+    const world = await sshWorld('workspace-write')
+    try {
+      const shell = await world.open()
+      // Work in the workspace goes on.
+      expect(await run(shell, 'echo work > ~/src/a.txt && cat ~/src/a.txt')).toBe('work')
+      // The cache a client used before, inside the workspace: the swap itself works, since that
+      // cache is the agent's to write, but no client of a fenced world uses it any more.
+      // (Commands stay under the terminal's 160 columns: the cache's names are 64 hex digits.)
+      expect(await run(shell, `${planted('pty')} > ~/src/p && chmod 700 ~/src/p && echo planted`)).toBe('planted')
+      expect(await run(shell, `${planted('fsd')} > ~/src/f && chmod 700 ~/src/f && echo planted`)).toBe('planted')
+      expect(await run(shell, 'cd ~/.cache/dsh-remote-worlds/tools && mv -f ~/src/p */dsh-pty && mv -f ~/src/f */dsh-fsd && echo swapped; cd ~')).toBe('swapped')
+      // The cache in use is outside the workspace: read-only in the fence.
+      await refused(shell, 'cp ~/.bashrc /var/tmp/dsh-remote-tools-1000/*/dsh-pty')
+      // Startup files, existing and not, and sshd's.
+      await refused(shell, 'echo "touch /var/tmp/escaped-bashrc" >> ~/.bashrc')
+      await refused(shell, 'mv ~/.bashrc ~/src/bashrc')
+      await refused(shell, 'echo "touch /var/tmp/escaped-login" > ~/.bash_login')
+      await refused(shell, 'mkdir -p ~/.ssh && echo "touch /var/tmp/escaped-rc" > ~/.ssh/rc')
+      // The login PATH's directory in HOME, and one ~/.profile would add.
+      await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
+      await refused(shell, 'mkdir ~/bin')
+      // The price, as the sandbox report says: no new name directly in HOME.
+      await refused(shell, 'touch ~/new-file')
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/.local`)
+    } finally {
+      await world.dispose()
+    }
+    // A program in ~/.local/bin that the user's own PATH finds first (put there as the user,
+    // outside the fence: the fence kept the agent from it, this is the worst case beyond it).
+    await onHost(`${planted('path-rg')} > ${HOME}/.local/bin/rg && chmod 755 ${HOME}/.local/bin/rg && chown agent:agent ${HOME}/.local/bin/rg`)
+
+    for (const mode of ['workspace-write', 'danger-full-access'] as const) {
+      // danger-full-access with the workspace elsewhere: a client that may use HOME's cache.
+      const next = await sshWorld(mode, mode === 'workspace-write' ? HOME : '/var/tmp')
+      try {
+        expect(await run(await next.open(), 'echo fresh')).toBe('fresh')
+        expect(await next.fs!.readText(await next.fs!.resolve(`${HOME}/src/a.txt`))).toBe('work\n')
+        const search = next.runtime.spawn({ argv: [rgPath, '--version'], cwd: '/var/tmp', stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } }, graceMs: 500 })
+        expect(await search.done).toEqual({ exitCode: 0, signal: null })
+        expect(search.collected.stdout?.readFrom(0).text).toMatch(/^ripgrep \d+/)
+      } finally {
+        await next.dispose()
+      }
+    }
+    expect(await marks()).toBe('')
+    // The unconfined client found the planted copies in HOME's cache and copied the builds over them.
+    expect(await onHost(`sha256sum ${HOME}/.cache/dsh-remote-worlds/tools/${pty}/dsh-pty ${HOME}/.cache/dsh-remote-worlds/tools/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`${pty}\n${fsd}\n`)
+    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file 2>&1 | grep -c "No such file"`)).toBe('ex\n4\n')
+  }, 180_000)
+
+  it('a workspace the fence cannot keep fixed is refused, naming the path and why', async () => {
+    const world = await sshWorld('workspace-write', `${HOME}/.ssh`)
+    try {
+      expect(() => world.ctx.sandbox.confine(['/bin/true'], { mode: 'workspace-write', workspaceRoot: `${HOME}/.ssh` })).toThrow(`the workspace ${HOME}/.ssh is ${HOME}/.ssh, which programs outside the fence run or read (login shell startup, sshd, the PATH); choose a workspace that is not`)
+      // A root nobody probed that holds a protected path.
+      expect(() => world.ctx.sandbox.confine(['/bin/true'], { mode: 'workspace-write', workspaceRoot: '/home' })).toThrow(`the workspace /home holds ${HOME}/.bashrc`)
+    } finally {
+      await world.dispose()
+    }
+  }, 60_000)
+})
