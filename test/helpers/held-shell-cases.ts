@@ -300,7 +300,7 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       const name = session()
       const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), name)
       const terminal = await composed.open()
-      const printed = await terminal.send("head -c 1048576 /dev/zero | tr '\\0' x; echo; echo end-$((40+2))")
+      const printed = await terminal.send("head -c 524288 /dev/zero | tr '\\0' x; echo; echo end-$((40+2))")
       expect(printed.waitReason).toBe('stdin_read')
       const runtime = composed.runtime as RemoteSubprocessRuntime<never>
       const records = JSON.parse(await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(composed, user))), 'utf8')) as HeldShellRecord[]
@@ -309,8 +309,9 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       if (!('path' in holder)) throw new Error(holder.unavailable)
       const relay = (): ReturnType<typeof runtime.openProcess> => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
       runtime.detachHeldShells()
-      // From the log's first byte: the shell printed more than 1 MiB, the attach grants 256 KiB,
-      // so the holder has not sent the log up to its head when the probe comes.
+      // From the log's first byte: the shell printed more than 512 KiB, the attach grants 256 KiB,
+      // so the holder has not sent the log up to its head when the probe comes. (512 KiB, not
+      // more: all of it must reach the reader within the holder's 2 s bound on a loaded machine.)
       const { terminal: held, reply } = await attachHeldShell(await relay(), 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: relay, deadlineMs: 30_000 }, 0, true)
       expect(reply.start).toBe(0)
       let taken = 0
