@@ -56,7 +56,7 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
   mkfifo(join(home, 'fifo'))
   const all = protectedPaths({ HOME: home, PATH: '/usr/bin' })
   const inside = all.filter(path => path.startsWith(`${home}/`))
-  const listed = spawnSync('/bin/sh', ['-c', fenceListingScript(home, inside)], { encoding: 'utf8' })
+  const listed = spawnSync('sh', ['-c', fenceListingScript(home, inside)], { encoding: 'utf8' })
 
   it('lists each protected path\'s kind, a symlink\'s target, and each chain directory\'s entries by full path, any byte of a name intact', () => {
     expect(listed.status).toBe(0)
@@ -93,7 +93,7 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
     writeFileSync(join(other, 'dotfiles', 'bashrc'), '')
     symlinkSync(join(other, 'dotfiles', 'bashrc'), join(other, '.bashrc'))
     const paths = protectedPaths({ HOME: other })
-    const run = spawnSync('/bin/sh', ['-c', fenceListingScript(other, paths)], { encoding: 'utf8' })
+    const run = spawnSync('sh', ['-c', fenceListingScript(other, paths)], { encoding: 'utf8' })
     expect(fenceArgs(other, paths, parseFenceListing(run.stdout))).toEqual({
       refused: `${join(other, '.bashrc')}, which programs outside the fence run or read, is a symlink to ${join(other, 'dotfiles', 'bashrc')} inside the workspace ${other}, which the fence cannot keep fixed; choose another workspace, or make ${join(other, '.bashrc')} a file`,
     })
