@@ -13,7 +13,7 @@
 import { posix } from 'node:path'
 import type { ControlChannel } from '../control-channel.ts'
 import type { WorldOwner } from '../world-owner.ts'
-import { installWorldTool } from './install.ts'
+import { forgetWorldTool, installWorldTool } from './install.ts'
 import { type WorldToolCopy, worldToolCommand } from './launch.ts'
 
 /** The bin/rg of an `@vscode/ripgrep` package or of one of its platform packages (any host OS). */
@@ -41,6 +41,10 @@ export async function worldRipgrep(owner: WorldOwner, control: ControlChannel, p
   const candidates = (path ?? '').split(':').filter(dir => dir.startsWith('/') && !/[\0\n]/.test(dir)).map(dir => posix.join(dir, 'rg'))
   const found = candidates.length === 0 ? undefined : await control.firstExecutable(candidates, { unwritable: true })
   if (found !== undefined) return { system: candidates[found]! }
+  // Looked up again for each search (control.sh `tool`: the hash of the cached copy, a few ms):
+  // a search's spawn has no retry of its own, so a copy refused at its start (launch.ts) would
+  // fail every later search; this way the next one finds the copy gone bad and copies anew.
+  forgetWorldTool(owner, 'rg')
   const { name, path: at, sha256 } = await installWorldTool(owner, 'rg')
   return { copy: { name, path: at, sha256 } }
 }
