@@ -40,7 +40,8 @@ export function fsErrorOf(error: unknown, context: FsErrorContext): FsError {
         case 'TOOLARGE': return 'FS_TOO_LARGE'
         case 'STALE': return 'FS_STALE_VERSION'
         case 'EXISTS': return 'FS_NOT_OBSERVED'
-        case 'OUTSIDE': return 'FS_SANDBOX_DENIED'
+        case 'OUTSIDE':
+        case 'UNPROVEN': return 'FS_SANDBOX_DENIED'
         default: return PERMISSION.has(error.code) ? 'FS_PERMISSION_DENIED' : 'FS_IO_ERROR'
       }
     })()

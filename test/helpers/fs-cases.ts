@@ -9,7 +9,12 @@ import { createHash } from 'node:crypto'
 import { FsError, type FileSystem, type FsTarget } from '@deepseek-ai/dsh-fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { RemoteWorld } from '../../src/backend/world.ts'
+import { FileServers } from '../../src/files/file-servers.ts'
+import { decodeFields } from '../../src/files/protocol.ts'
+import { ServerRefusal } from '../../src/files/server-channel.ts'
+import { worldOwnerOf } from '../../src/providers/remote/world-owner.ts'
 import { execIn, hangGuard } from '../docker/helpers.ts'
+import { startRace } from './fs-race.ts'
 
 /** What a world supplies to the suite. */
 export interface FsWorld {
@@ -423,6 +428,38 @@ export function fsCases(world: FsWorld): void {
         for (let i = 0; i < 40; i += 1) await fs.writeText(target, i % 2 === 0 ? b : a)
         const seen = (await reader).stdout.trim().split(' ')
         expect(seen.every(line => line === 'a1000000a' || line === 'b1000000b')).toBe(true)
+      })
+    })
+
+    describe('the server\'s fence (the roots a write names)', () => {
+      it('a directory swapped for a symlink to one whose path is over 4096 bytes, 1500 times during 1500 writes: none lands outside, the refused ones say why', async () => {
+        // Straight to the server, as a fenced write sends it: the roots are the server's own
+        // check, on the descriptor of the directory it publishes in.
+        const ws = await fresh()
+        const base = `/dev/shm/fs-race-${world.name}-${process.pid}-${nextDir}`
+        const servers = new FileServers(worldOwnerOf(agent.runtime)!)
+        const race = await startRace(world.containerId(), ws, base, 'agent')
+        try {
+          const server = await servers.server(undefined, [], 'write')
+          const content = Buffer.from('r\n')
+          const outcomes = await Promise.all(Array.from({ length: 1500 }, (_, i) => server.request('w', [`${ws}/real/r-${i}.txt`, 'n', '', '', '0', '1', ws, String(content.length)], { content }).then(
+            reply => decodeFields(reply.payload)[0]!.toString(),
+            (error: unknown) => error instanceof ServerRefusal ? `${error.code}: ${error.message}` : String(error),
+          )))
+          const exchanges = await race.stop()
+          expect(exchanges).toBeGreaterThan(0)
+          expect(await race.outside()).toBe(0)
+          const refused = outcomes.filter(outcome => outcome !== 'create')
+          // The race happened: some writes opened the deep directory, and were refused for it.
+          expect(refused.length).toBeGreaterThan(0)
+          expect(new Set(refused)).toEqual(new Set([`UNPROVEN: the directory's path cannot be read whole from /proc/self/fd (File name too long), so it cannot be checked against the writable roots: ${ws}/real`]))
+          // Every write it published is in the workspace (in real, or in evil while the directory had that name).
+          expect(Number(await sh(`find ${ws} -name 'r-*' | wc -l`))).toBe(1500 - refused.length)
+        } finally {
+          await race.stop().catch(() => undefined)
+          await servers.dispose()
+          await sh(`rm -rf ${base}`, 'root')
+        }
       })
     })
 

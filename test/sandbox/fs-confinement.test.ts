@@ -16,6 +16,7 @@ import { worldOwnerOf } from '../../src/providers/remote/world-owner.ts'
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.ts'
 import { execIn } from '../docker/helpers.ts'
 import { codeOf } from '../helpers/fs-cases.ts'
+import { startRace } from '../helpers/fs-race.ts'
 import { BWRAP_CAPABLE, type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
 import { IMAGE, hostWorkspace, run, startContainer } from './helpers.ts'
 
@@ -126,6 +127,47 @@ describe('a managed container created workspace-write', () => {
     } finally {
       await servers.dispose()
     }
+  })
+})
+
+describe('a managed container created workspace-write, under a race (issue 32 part B)', () => {
+  let workspace: ReturnType<typeof hostWorkspace>
+  let world: RemoteWorld
+
+  beforeAll(async () => {
+    workspace = hostWorkspace()
+    world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE, workspace: { bind: workspace.path } }, workspaceRoot: '/workspace', mode: 'workspace-write' })
+  })
+  afterAll(async () => {
+    await world?.dispose()
+    workspace?.remove()
+  })
+
+  it('/workspace/evil, a symlink to a /dev/shm directory whose path is over 4096 bytes, exchanged with /workspace/real during 1500 writes of /workspace/real/r-N.txt: none lands outside', async () => {
+    const fs = world.fs!
+    const id = containerOf(world)
+    const race = await startRace(id, '/workspace', '/dev/shm/race', '1000:1000')
+    const outcomes: string[] = []
+    try {
+      for (let i = 0; i < 1500; i += 1) {
+        const outcome = await fs.resolve(`/workspace/real/r-${i}.txt`).then(target => fs.writeText(target, 'r\n')).then(written => written.operation, (error: FsError) => `${error.code}: ${error.message}`)
+        outcomes.push(outcome.replaceAll(`r-${i}.txt`, 'r-N.txt'))
+      }
+    } finally {
+      expect(await race.stop()).toBeGreaterThan(0)
+    }
+    expect(await race.outside()).toBe(0)
+    const kinds = new Set(outcomes)
+    // Resolve sees the long path (a canonical key cannot be made of it), or the server, on the
+    // directory it opened, cannot read that directory's path whole: refused, saying why.
+    expect([...kinds].filter(kind => ![
+      'create',
+      'FS_NOT_FOUND: cannot resolve "/workspace/real/r-N.txt": the path is too long',
+      'FS_SANDBOX_DENIED: cannot write "/workspace/real/r-N.txt": the directory\'s path cannot be read whole from /proc/self/fd (File name too long), so it cannot be checked against the writable roots: /workspace/real',
+    ].includes(kind))).toEqual([])
+    // The race reached the server: some writes it was sent opened the deep directory.
+    expect(outcomes.filter(outcome => outcome.startsWith('FS_SANDBOX_DENIED')).length).toBeGreaterThan(0)
+    expect(Number(await shell(id, 'find /workspace -name "r-*" | wc -l', '1000:1000'))).toBe(outcomes.filter(outcome => outcome === 'create').length)
   })
 })
 

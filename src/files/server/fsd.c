@@ -31,6 +31,10 @@
  *   uses O_NONBLOCK, and fstat decides before any read.
  * - /proc/self/fd/N names the path of an open directory (proc(5)); it is the containment check
  *   of a write's directory, taken on the fd the rename uses, so a swapped symlink cannot move it.
+ *   The kernel renders that path into one page (d_path); a longer one makes readlink(2) fail
+ *   with ENAMETOOLONG. The check is never made again by name then (a realpath of the name may
+ *   see another directory than the one opened: one swapped back meanwhile): the write is
+ *   refused as unproven.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -152,8 +156,8 @@ static const char *errno_name(int error) {
   }
 }
 
-/* E reply: a code (an errno name, or one of STALE EXISTS NOTREG TOOLARGE OUTSIDE LOCKED BADREQ
- * BADHANDLE) and a message naming what failed. */
+/* E reply: a code (an errno name, or one of STALE EXISTS NOTREG TOOLARGE OUTSIDE UNPROVEN LOCKED
+ * BADREQ BADHANDLE) and a message naming what failed. */
 static void send_error(uint32_t id, const char *code, const char *what, const char *path) {
   buf_t b = { 0 };
   char message[PATH_MAX + 256];
@@ -620,23 +624,45 @@ static int under_root(const char *path, char **roots, int count) {
   return 0;
 }
 
-/* The path of an open directory: /proc/self/fd/N, else realpath of the name it was opened by. */
-static int fd_path(int fd, const char *fallback, char *out, size_t size) {
+/* The path of an open directory, from /proc/self/fd/N only: never resolved again by name (see
+ * the head comment). Returns 0, or the errno why it cannot be read whole: ENAMETOOLONG for a
+ * path longer than the kernel renders (or than `out`), ENOENT without /proc, EINVAL for one
+ * that is not absolute (outside this process's root). */
+static int fd_path(int fd, char *out, size_t size) {
   char link[64];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(link, out, size - 1);
-  if (n > 0 && out[0] == '/') { out[n] = '\0'; return 0; }
-  char *real = realpath(fallback, NULL);
-  if (real == NULL) return -1;
-  snprintf(out, size, "%s", real);
-  free(real);
-  return 0;
+  ssize_t n = readlink(link, out, size);
+  if (n < 0) return errno;
+  if ((size_t)n >= size) return ENAMETOOLONG;
+  out[n] = '\0';
+  return n > 0 && out[0] == '/' ? 0 : EINVAL;
+}
+
+/* Whether the directory open as `fd` lies under a root: 0 yes, EXDEV no, else the errno why its
+ * path cannot be read (fd_path). Unfenced (no roots): yes, nothing read. */
+static int fd_under_root(int fd, char **roots, int nroots) {
+  if (nroots == 0) return 0;
+  char real[PATH_MAX];
+  int error = fd_path(fd, real, sizeof real);
+  if (error != 0) return error;
+  return under_root(real, roots, nroots) ? 0 : EXDEV;
+}
+
+/* Why a write's directory is refused by the fence: EXDEV outside the roots, else the errno why
+ * its path could not be read. */
+static void send_fence_error(uint32_t id, int error, const char *dir) {
+  if (error == EXDEV) { send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir); return; }
+  char text[256];
+  snprintf(text, sizeof text, "the directory's path cannot be read whole from /proc/self/fd (%s), so it cannot be checked against the writable roots", strerror(error));
+  send_error(id, "UNPROVEN", text, dir);
 }
 
 /* Open the directory `dir`, creating missing components (mode 0777 less the umask). Before
  * creating anything, the deepest existing ancestor must lie under a root, so no directory is
- * made outside the fence. Returns the fd or -1 with errno (EXDEV for "outside the roots"). */
-static int open_parent(const char *dir, char **roots, int nroots) {
+ * made outside the fence. Returns the fd or -1 with errno; *fence is then the fence's refusal
+ * of the ancestor (fd_under_root), else 0. */
+static int open_parent(const char *dir, char **roots, int nroots, int *fence) {
+  *fence = 0;
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0 || errno != ENOENT) return fd;
   char ancestor[PATH_MAX];
@@ -654,10 +680,8 @@ static int open_parent(const char *dir, char **roots, int nroots) {
     if (errno != ENOENT) return -1;
   }
   if (fd < 0) return -1;
-  char real[PATH_MAX];
-  if (fd_path(fd, ancestor[0] == '\0' ? "/" : ancestor, real, sizeof real) != 0 || !under_root(real, roots, nroots)) {
-    close(fd); errno = EXDEV; return -1;
-  }
+  *fence = fd_under_root(fd, roots, nroots);
+  if (*fence != 0) { close(fd); errno = EXDEV; return -1; }
   for (int i = count - 1; i >= 0; i--) {
     if (parts[i][0] == '\0') continue;
     if (mkdirat(fd, parts[i], 0777) != 0 && errno != EEXIST) { int e = errno; close(fd); errno = e; return -1; }
@@ -792,19 +816,21 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   if (slash == path) snprintf(dir, sizeof dir, "/"); else { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = '\0'; }
 
-  int dfd = open_parent(dir, roots, (int)nroots);
+  int fence = 0;
+  int dfd = open_parent(dir, roots, (int)nroots, &fence);
   if (dfd < 0) {
     int e = errno;
     if (!drain((unsigned long long)length)) _exit(0);
-    if (e == EXDEV) send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
+    if (fence != 0) send_fence_error(id, fence, dir);
     else send_errno(id, e, "cannot open the directory", dir);
     return;
   }
-  char real_dir[PATH_MAX];
-  if (fd_path(dfd, dir, real_dir, sizeof real_dir) != 0 || !under_root(real_dir, roots, (int)nroots)) {
+  /* The fence, on the descriptor the publication uses (the name may lead elsewhere by now). */
+  fence = fd_under_root(dfd, roots, (int)nroots);
+  if (fence != 0) {
     close(dfd);
     if (!drain((unsigned long long)length)) _exit(0);
-    send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir);
+    send_fence_error(id, fence, dir);
     return;
   }
   /* A directory or a special file there is refused before anything is made (the answer does
