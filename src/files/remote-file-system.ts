@@ -514,8 +514,9 @@ export class RemoteFileSystem extends FileSystem {
   }
 
   /**
-   * The whole regular file's bytes, at most `maxBytes` (the server stops one byte past the
-   * bound, so a file that grows after its stat is refused, never buffered). One request.
+   * The whole regular file's bytes, at most `maxBytes` (the server sends nothing past the
+   * bound and refuses the read once it found more, so a file that grows after its stat is
+   * refused, never buffered). One request.
    * @throws FsError FS_TOO_LARGE past `maxBytes`; FS_NOT_FOUND, FS_NOT_REGULAR_FILE,
    *   FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED; FS_IO_ERROR for a negative or fractional bound.
    */

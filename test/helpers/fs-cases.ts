@@ -243,6 +243,14 @@ export function fsCases(world: FsWorld): void {
         await expect(fs.readBytes(target, undefined, 16)).rejects.toThrow('content exceeds the 16-byte limit')
       })
 
+      it('a file that never ends and refuses reads of other sizes than multiples of 8 (/proc/self/pagemap) is FS_TOO_LARGE past the bound, for readBytes and readText alike', async () => {
+        const target = await fs.resolve('/proc/self/pagemap')
+        for (const bound of [1001, 4096]) await expect(fs.readBytes(target, undefined, bound)).rejects.toThrow(`cannot read "/proc/self/pagemap": content exceeds the ${bound}-byte limit`)
+        // As docs/files.md says of readText: once 256 MiB arrived.
+        await expect(fs.readText(target)).rejects.toThrow('cannot read "/proc/self/pagemap": content exceeds the 268435456-byte limit')
+        expect((await fs.stat(target))?.size).toBe(0)
+      })
+
       it('reads 50 MB exactly', async () => {
         await sh(`head -c 52428800 /dev/urandom > ${dir}/big.bin && sha256sum ${dir}/big.bin > ${dir}/big.sum`)
         const expected = (await sh(`cat ${dir}/big.sum`)).split(' ')[0]

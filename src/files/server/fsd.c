@@ -435,9 +435,12 @@ static int client_gone(void) {
 }
 
 /* read(path, max): S with the opened file's size, D frames of the content, then K with its
- * record. A file
- * over max (known from fstat, or found while reading: it grew) is TOOLARGE; at most max+1
- * bytes are read, so nothing past the bound is ever sent. */
+ * record. A file over max (known from fstat, or found while reading: it grew, or a /proc file
+ * whose size reads 0) is TOOLARGE; nothing past the bound is ever sent, and at most one chunk
+ * past it is read. Every read asks for a whole chunk, never the few bytes left to the bound:
+ * some files refuse a read of another size (/proc/PID/pagemap takes multiples of 8 bytes only,
+ * EINVAL otherwise; fs/proc/task_mmu.c pagemap_read), which would end an over-long read as an
+ * I/O error instead of TOOLARGE. */
 static void op_read(uint32_t id, fields_t *f) {
   char *path = next_field(f, NULL);
   char *max_text = next_field(f, NULL);
@@ -460,10 +463,7 @@ static void op_read(uint32_t id, fields_t *f) {
   send_frame(id, 'S', size_text, (size_t)size_length);
   long long total = 0;
   for (;;) {
-    size_t want = DATA_CHUNK;
-    if (max >= 0 && (long long)want > max + 1 - total) want = (size_t)(max + 1 - total);
-    if (want == 0) break;
-    ssize_t n = read(fd, chunk, want);
+    ssize_t n = read(fd, chunk, DATA_CHUNK);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) { int e = errno; close(fd); send_errno(id, e, "cannot read", path); return; }
     if (n == 0) break;
