@@ -10,6 +10,7 @@ import { setSandboxMode } from '@deepseek-ai/dsh-sandbox-policy'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld, type TerminalTuning } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime, type DockerRuntimeConfig } from '../../src/providers/docker/docker-runtime.ts'
+import { UNVERIFIED_TOOL_MARK } from '../../src/providers/remote/world-tools/launch.ts'
 import { SANDBOX_LOGGER, sandboxReportOf } from '../../src/sandbox/companion.ts'
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.ts'
 import { execIn } from '../docker/helpers.ts'
@@ -30,8 +31,11 @@ function splitPooled(text: string): { pooled: string[]; others: string[] } {
   // Rows of `ps -o pid=,ppid=,comm=,args=`.
   const rows = text.trim().split('\n').map(line => line.trim().split(/ +/)).map(([pid, ppid, comm, ...args]) => ({ pid: pid!, ppid: ppid!, comm: comm!, args: args.join(' ') }))
   // Pooled: a launcher or TTY standby (a `sh` named after its program), or a holder standby (a
-  // dsh-pty with no shell under it yet; a terminal's own dsh-pty is its shell's parent).
+  // dsh-pty with no shell under it yet; a terminal's own dsh-pty is its shell's parent), or one
+  // still being verified (world-tools/launch.ts: its `sh`, and the find or sha256sum under it).
+  const verifying = (row: (typeof rows)[number] | undefined): boolean => row !== undefined && row.comm === 'sh' && row.args.includes(UNVERIFIED_TOOL_MARK)
   const isPooled = (row: (typeof rows)[number]): boolean => /^\/bin\/sh -c .* dsh-(launcher|standby) [0-9a-f]{32}$/.test(row.args) || (row.comm === 'dsh-pty' && !rows.some(child => child.ppid === row.pid))
+    || verifying(row) || verifying(rows.find(parent => parent.pid === row.ppid))
   return { pooled: rows.filter(isPooled).map(row => row.comm), others: rows.filter(row => !isPooled(row)).map(row => row.comm) }
 }
 
