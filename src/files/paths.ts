@@ -35,8 +35,4 @@ export function fileUrlOf(path: string): string {
   return `file://${encoded}`
 }
 
-/** `child` is `parent` or below it (both canonical absolute POSIX paths). */
-export function isWithin(parent: string, child: string): boolean {
-  if (parent === '/' || parent === child) return true
-  return child.startsWith(parent.endsWith('/') ? parent : `${parent}/`)
-}
+export { isWithin } from '../providers/remote/paths.ts'

@@ -24,7 +24,8 @@ import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
-import { type FencePlan, fenceArgs, fenceListingScript, parseFenceListing, protectedPaths, rootRefusal, within } from './fence.ts'
+import { type FencePlan, fenceArgs, fenceListingScript, parseFenceListing, protectedPaths, rootRefusal } from './fence.ts'
+import { isWithin } from '../providers/remote/paths.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
@@ -58,7 +59,7 @@ export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceR
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp']
   if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
-  else if (within(root, '/tmp')) args.push('--ro-bind', root, root)
+  else if (isWithin('/tmp', root)) args.push('--ro-bind', root, root)
   return args
 }
 
@@ -157,7 +158,7 @@ async function planFences(run: RemoteRun, workspaceRoots: readonly string[], pro
   const fences: Record<string, FencePlan> = {}
   for (const root of workspaceRoots) {
     const refused = rootRefusal(root, protectedAll)
-    const inside = protectedAll.filter(path => within(path, root))
+    const inside = protectedAll.filter(path => isWithin(root, path))
     if (refused !== undefined) fences[root] = { refused }
     else if (inside.length === 0) fences[root] = { args: [], frozen: [] }
     else {
@@ -227,7 +228,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     if (probed !== undefined) return probed
     const refused = rootRefusal(workspaceRoot, probe.protected)
     if (refused !== undefined) return { refused }
-    const inside = probe.protected.filter(path => within(path, workspaceRoot))
+    const inside = probe.protected.filter(path => isWithin(workspaceRoot, path))
     if (inside.length === 0) return { args: [], frozen: [] }
     return { refused: `the workspace ${workspaceRoot} holds ${inside.join(', ')}, which programs outside the fence run or read, and was not probed when the world opened, so its fence is unknown; open the world with this workspace root` }
   }
@@ -299,7 +300,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       ]
       const fence = mode === 'workspace-write' ? this.fence(workspaceRoot) : undefined
       if (fence !== undefined && 'frozen' in fence && fence.frozen.length > 0) {
-        facts.push(`kept fixed inside the workspace: what programs outside the fence run or read (${probe.usable ? probe.protected.filter(path => within(path, workspaceRoot)).join(', ') : ''}); no new name can be made directly in ${fence.frozen.join(', ')}`)
+        facts.push(`kept fixed inside the workspace: what programs outside the fence run or read (${probe.usable ? probe.protected.filter(path => isWithin(workspaceRoot, path)).join(', ') : ''}); no new name can be made directly in ${fence.frozen.join(', ')}`)
       }
       const probed = probe.usable ? probe.workspaces[workspaceRoot] : undefined
       if (mode === 'workspace-write' && probed === undefined) facts.push(`workspace ${workspaceRoot} not probed: bwrap fails the start if it does not exist`)

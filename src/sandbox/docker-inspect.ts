@@ -28,6 +28,7 @@
  */
 import type { ConfinedSandboxMode, SandboxEnforcement } from '@deepseek-ai/dsh-sandbox'
 import type Docker from 'dockerode'
+import { isWithin } from '../providers/remote/paths.ts'
 
 /** What the inspector needs to know about a container. */
 export interface DockerSandboxFacts {
@@ -79,11 +80,6 @@ export function noNewPrivileges(hostConfig: Docker.HostConfig): boolean {
   return ((hostConfig.SecurityOpt ?? []) as string[]).some(option => /^no-new-privileges(?:[:=]true)?$/.test(option))
 }
 
-/** `path` equals `dir` or lies below it. */
-function within(path: string, dir: string): boolean {
-  if (dir === '/') return true
-  return path === dir || path.startsWith(`${dir}/`)
-}
 
 function normalize(path: string): string {
   const trimmed = path.replace(/\/+$/, '')
@@ -132,7 +128,7 @@ function mountViews(facts: DockerSandboxFacts): MountView[] {
 function coveringMount(views: readonly MountView[], path: string): MountView | undefined {
   let best: MountView | undefined
   for (const view of views) {
-    if (within(path, view.destination) && (best === undefined || view.destination.length > best.destination.length)) best = view
+    if (isWithin(view.destination, path) && (best === undefined || view.destination.length > best.destination.length)) best = view
   }
   return best
 }
@@ -176,12 +172,12 @@ export function assessDockerMode(facts: DockerSandboxFacts, mode: ConfinedSandbo
   for (const view of views) {
     if (!view.writable) continue
     if (view.tmpfs) {
-      if (mode === 'read-only' && (within(view.destination, workspace) || within(workspace, view.destination))) {
+      if (mode === 'read-only' && (isWithin(workspace, view.destination) || isWithin(view.destination, workspace))) {
         reasons.push(`the workspace ${workspace} is on or contains a writable tmpfs: ${view.describe}`)
       }
       continue
     }
-    if (mode === 'workspace-write' && within(view.destination, workspace)) continue
+    if (mode === 'workspace-write' && isWithin(workspace, view.destination)) continue
     reasons.push(mode === 'read-only'
       ? `writable mount ${view.describe}: read-only allows no persistent writes`
       : `writable mount outside the workspace ${workspace}: ${view.describe}`)
@@ -199,7 +195,7 @@ export function assessDockerMode(facts: DockerSandboxFacts, mode: ConfinedSandbo
   } else {
     enforcing.push(`workspace ${workspace}: ${covering === undefined ? `on the ${hostConfig.ReadonlyRootfs === true ? 'read-only' : 'writable'} root filesystem` : covering.describe}`)
   }
-  const scratch = views.filter(view => view.tmpfs && view.writable && !within(view.destination, workspace)).map(view => view.destination)
+  const scratch = views.filter(view => view.tmpfs && view.writable && !isWithin(workspace, view.destination)).map(view => view.destination)
   if (scratch.length > 0) enforcing.push(`private writable tmpfs (ephemeral): ${scratch.join(', ')}`)
 
   const devices = [

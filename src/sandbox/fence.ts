@@ -26,6 +26,7 @@
  * @module dsh-remote-worlds/sandbox/fence
  */
 import { posix } from 'node:path'
+import { isWithin } from '../providers/remote/paths.ts'
 import { shQuote } from '../providers/remote/quote.ts'
 
 /** Startup files of the login shells (bash, sh, zsh) in HOME, and the directories of `~/.profile`'s PATH. */
@@ -34,11 +35,6 @@ const HOME_ENTRIES: readonly string[] = Object.freeze([
   '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout',
   '.ssh', 'bin', '.local/bin',
 ])
-
-/** `path` equals `dir` or lies below it. */
-export function within(path: string, dir: string): boolean {
-  return dir === '/' || path === dir || path.startsWith(`${dir}/`)
-}
 
 /**
  * The paths a fence keeps fixed in this world (see the module comment), from the login's
@@ -56,7 +52,7 @@ export function protectedPaths(ambient: Readonly<Record<string, string>>): strin
 export function chainDirectories(root: string, inside: readonly string[]): string[] {
   const chain = new Set<string>()
   for (const path of inside) {
-    for (let dir = posix.dirname(path); within(dir, root); dir = posix.dirname(dir)) {
+    for (let dir = posix.dirname(path); isWithin(root, dir); dir = posix.dirname(dir)) {
       chain.add(dir)
       if (dir === root || dir === '/') break
     }
@@ -133,8 +129,8 @@ export type FencePlan = { args: string[]; frozen: string[] } | { refused: string
  * directory, or contains /tmp; undefined when the root may be fenced.
  */
 export function rootRefusal(root: string, protectedAll: readonly string[]): string | undefined {
-  if (within('/tmp', root)) return `the workspace ${root} contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it`
-  const covering = protectedAll.find(path => within(root, path))
+  if (isWithin(root, '/tmp')) return `the workspace ${root} contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it`
+  const covering = protectedAll.find(path => isWithin(path, root))
   if (covering !== undefined) return `the workspace ${root} is ${covering === root ? '' : 'inside '}${covering}, which programs outside the fence run or read (login shell startup, sshd, the PATH); choose a workspace that is not`
   return undefined
 }
@@ -146,11 +142,11 @@ export function rootRefusal(root: string, protectedAll: readonly string[]): stri
 export function fenceArgs(root: string, protectedAll: readonly string[], listing: FenceListing): FencePlan {
   const early = rootRefusal(root, protectedAll)
   if (early !== undefined) return { refused: early }
-  const inside = protectedAll.filter(path => within(path, root))
+  const inside = protectedAll.filter(path => isWithin(root, path))
   for (const path of inside) {
     const seen = listing.paths.get(path)
     if (seen === undefined) return { refused: `the workspace ${root} was not listed for ${path}` }
-    if (seen.kind === 'link' && (seen.real === undefined || seen.real === '' || within(seen.real, root))) {
+    if (seen.kind === 'link' && (seen.real === undefined || seen.real === '' || isWithin(root, seen.real))) {
       return { refused: `${path}, which programs outside the fence run or read, is a symlink to ${seen.real || 'an unresolvable path'} inside the workspace ${root}, which the fence cannot keep fixed; choose another workspace, or make ${path} a file` }
     }
   }
@@ -166,7 +162,7 @@ export function fenceArgs(root: string, protectedAll: readonly string[], listing
     // target outside the workspace is read-only anyway, and one inside cannot be kept fixed.
     if (seen.kind === 'missing') continue
     if (seen.kind === 'link') {
-      if (seen.real === undefined || seen.real === '' || within(seen.real, root)) return { refused: `${dir}, on the way to paths programs outside the fence run or read, is a symlink into the workspace ${root}, which the fence cannot keep fixed` }
+      if (seen.real === undefined || seen.real === '' || isWithin(root, seen.real)) return { refused: `${dir}, on the way to paths programs outside the fence run or read, is a symlink into the workspace ${root}, which the fence cannot keep fixed` }
       continue
     }
     if (seen.kind !== 'dir') continue

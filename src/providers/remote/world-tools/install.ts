@@ -18,6 +18,7 @@
  */
 import { posix } from 'node:path'
 import { WorldToolUnavailableError } from '../errors.ts'
+import { isWithin } from '../paths.ts'
 import { shQuote } from '../quote.ts'
 import type { WorldOwner } from '../world-owner.ts'
 import type { WorldToolCopy } from './launch.ts'
@@ -28,11 +29,6 @@ import { runInWorld } from './run.ts'
 export interface InstalledWorldTool extends WorldToolCopy {
   /** True when it was copied in by this call (false: a copy was there). */
   copied: boolean
-}
-
-/** `path` equals `dir` or lies below it. */
-function within(path: string, dir: string): boolean {
-  return dir === '/' || path === dir || path.startsWith(`${dir}/`)
 }
 
 /**
@@ -46,7 +42,7 @@ export function cacheDirectories(ambient: Readonly<Record<string, string>>, uid:
   if (xdg !== undefined && xdg.startsWith('/')) dirs.push(posix.join(xdg, 'dsh-remote-worlds', 'tools'))
   else if (home !== undefined && home.startsWith('/') && home !== '/') dirs.push(posix.join(home, '.cache', 'dsh-remote-worlds', 'tools'))
   for (const base of ['/var/tmp', '/tmp', '/dev/shm']) dirs.push(`${base}/dsh-remote-tools-${uid}`)
-  return dirs.filter(dir => !/[\0\n]/.test(dir) && !fenced.some(root => within(dir, root)))
+  return dirs.filter(dir => !/[\0\n]/.test(dir) && !fenced.some(root => isWithin(root, dir)))
 }
 
 /**
@@ -109,7 +105,7 @@ export function fenceWritableRoots(owner: WorldOwner, roots: readonly string[]):
   if (tools === undefined) return
   for (const [name, pending] of tools) {
     void pending.then(copy => {
-      if (roots.some(root => within(copy.path, root)) && tools.get(name) === pending) tools.delete(name)
+      if (roots.some(root => isWithin(root, copy.path)) && tools.get(name) === pending) tools.delete(name)
     }, () => undefined)
   }
 }
