@@ -378,6 +378,31 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 120_000)
 
+  it("a held start raced by dispose() (at six points of a fresh world's open(), 'client' and 'connection'): dispose ends what the start began, no holder is left", async () => {
+    try {
+      // How long a fresh world's first open() takes here: the disposes fall across that window.
+      const timed = await opened(world.plan({ mode: 'connection' }, { user }), session())
+      const began = performance.now()
+      await timed.open()
+      const openMs = performance.now() - began
+      await timed.dispose()
+      for (let index = 0; index < 6; index += 1) {
+        const afterMs = Math.round(openMs * index / 6)
+        const mode = index % 2 === 0 ? 'client' : 'connection'
+        const composed = await opened(world.plan(mode === 'client' ? { mode, stateDir: world.stateDir } : { mode }, { user }), session())
+        // The open rejects (the world closed under it) or the terminal opened first: either way
+        // nothing of it may outlive the dispose.
+        const opening = composed.open().then(() => undefined, () => undefined)
+        await delay(afterMs)
+        await composed.dispose()
+        await opening
+        expect(await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 10_000), `dispose ${afterMs} ms after open(), persistence '${mode}'`).toEqual([])
+      }
+    } finally {
+      await disposeAll()
+    }
+  }, 120_000)
+
   it('the emulator rebuilt from a replay answers no query in it: a cursor position request printed while detached stays unanswered', async () => {
     try {
       const name = session()

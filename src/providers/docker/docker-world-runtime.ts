@@ -14,7 +14,7 @@ import type { ProcessTransport } from '../remote/process.ts'
 import { checkSpawnSpec, resolveRemoteExecutable } from '../remote/process-runtime.ts'
 import { RemoteSubprocessRuntime } from '../remote/runtime.ts'
 import { WORLD_OWNER } from '../remote/world-owner.ts'
-import type { TerminalTransport } from '../remote/terminal.ts'
+import type { RemoteTerminalHandle, TerminalTransport } from '../remote/terminal.ts'
 import { openHeldTerminal } from '../remote/pty-holder/held-terminal.ts'
 import { terminalHolder } from '../remote/pty-holder/holder-install.ts'
 import { warmEmulatorWorker } from '../../emulator/host.ts'
@@ -109,6 +109,11 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
     spec.signal?.throwIfAborted()
+    return this.startAdopted(() => this.startTerminalIn(spec))
+  }
+
+  /** The start of {@link spawnTerminal}, not yet adopted. */
+  private async startTerminalIn(spec: SubprocessTerminalSpawnSpec): Promise<RemoteTerminalHandle> {
     const world = await this.world()
     const user = this.execUser
     const control = await world.control(user)
@@ -126,11 +131,10 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
       recoverControl: () => world.recoverControl(user),
       onTerminated: this.forgetTerminal,
     }
-    const handle = await this.startTerminal(common, {
+    return this.startTerminal(common, {
       plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
       holder: copy => world.openHolder(copy, user),
     })
-    return this.adoptTerminal(handle)
   }
 
   /**

@@ -28,6 +28,26 @@ import { type WorldToolCopy, saysUnverifiedTool } from './world-tools/launch.ts'
 import { isPackagedRipgrep, ripgrepArgv, worldRipgrep } from './world-tools/ripgrep.ts'
 import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 
+/**
+ * How long disposal waits for terminal starts in flight (ms) before it ends terminals and
+ * releases the world: a start on a live world settles well within it (a held start is a few
+ * round trips); one stuck on a frozen world (a paused container) would otherwise hold disposal
+ * until the world thaws.
+ */
+export const DISPOSAL_START_WAIT_MS = 15_000
+
+/** Wait until every promise of `pending` settled, or `ms` passed. Never rejects. */
+async function settledWithin(pending: readonly Promise<unknown>[], ms: number): Promise<void> {
+  if (pending.length === 0) return
+  let timer: NodeJS.Timeout | undefined
+  const bound = new Promise<void>(resolve => { timer = setTimeout(resolve, ms) })
+  try {
+    await Promise.race([Promise.allSettled(pending), bound])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** What a runtime's world must offer the shared lifecycle. */
 export interface DisposableWorld {
   /** Release connections and (for managed worlds) the world itself. Idempotent. */
@@ -66,6 +86,8 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   /** Whether terminals' shells outlive their transport or client (config `persistence`; subclasses set it). */
   protected persistence: Persistence = persistenceChoice(undefined)
   private readonly terminals = new Set<RemoteTerminalHandle>()
+  /** Terminal starts not yet adopted, each settled once adopted or failed (see {@link startAdopted}). */
+  private readonly starting = new Set<Promise<void>>()
   private worldPromise: Promise<W> | undefined
   private disposing = false
   private readonly label: string
@@ -368,6 +390,25 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   }
 
   /**
+   * Run a terminal's start (`start`: {@link startTerminal} and what the world does around it)
+   * and adopt the handle, the start registered until it is adopted. Disposal waits for
+   * registered starts (at most {@link DISPOSAL_START_WAIT_MS}) before it ends terminals and
+   * releases the world: a start in flight when disposal began (a dsh-pty holder forked, a shell
+   * started) is adopted while the world is still open, and so terminated in it, instead of
+   * leaving its holder and shell in the world with nothing left to end them.
+   * @throws WorldClosedError after disposal, or when disposal began while the terminal started
+   *   (what it started is terminated first); the start's errors.
+   */
+  protected startAdopted(start: () => Promise<RemoteTerminalHandle>): Promise<RemoteTerminalHandle> {
+    this.assertOpen()
+    const adopted = start().then(handle => this.adoptTerminal(handle))
+    const settled = adopted.then(() => undefined, () => undefined)
+    this.starting.add(settled)
+    void settled.then(() => this.starting.delete(settled))
+    return adopted
+  }
+
+  /**
    * Track a started terminal until it is terminated; one started while disposal began is
    * terminated at once.
    * @throws WorldClosedError when disposal began while the terminal started.
@@ -394,6 +435,9 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   async dispose(): Promise<void> {
     if (this.disposing) return
     this.disposing = true
+    // Starts in flight adopt (and so terminate) what they started while the world is open; one
+    // stuck on a frozen world is not waited for beyond the bound.
+    await settledWithin([...this.starting], DISPOSAL_START_WAIT_MS)
     const [processFailures, outcomes] = await Promise.all([
       this.processes.dispose(),
       Promise.allSettled([...this.terminals].map(handle => handle.terminate())),

@@ -144,12 +144,17 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<SubprocessTerminalHandle> {
     this.assertOpen()
     spec.signal?.throwIfAborted()
+    return this.startAdopted(() => this.startTerminalIn(spec))
+  }
+
+  /** The start of {@link spawnTerminal}, not yet adopted. */
+  private async startTerminalIn(spec: SubprocessTerminalSpawnSpec): Promise<RemoteTerminalHandle> {
     const world = await this.world()
     // The terminal uses the control channel of the connection its PTY channel is on (one failure
     // domain); a refused channel (the server's MaxSessions) moves it to another connection.
     // The connection stays open until the terminal's teardown ended (the proof of quiescence
     // runs on its control channel after the shell, and so the PTY channel, is gone).
-    const handle = await world.withSlot(async lease => {
+    return world.withSlot(async lease => {
       const unhold = lease.retain()
       try {
         const common = {
@@ -175,7 +180,6 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
         throw error
       }
     })
-    return this.adoptTerminal(handle)
   }
 
   /**
