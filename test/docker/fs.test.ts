@@ -6,13 +6,13 @@ import type Docker from 'dockerode'
 import { afterAll, beforeAll } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { fsCases } from '../helpers/fs-cases.ts'
+import { FS_WORLD_HOST_CONFIG, fsCases } from '../helpers/fs-cases.ts'
 import { startTestContainer } from './helpers.ts'
 
 let container: Docker.Container
 
 beforeAll(async () => {
-  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs' } })
+  container = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'fs' }, HostConfig: FS_WORLD_HOST_CONFIG })
 })
 
 afterAll(async () => {

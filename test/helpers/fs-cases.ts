@@ -16,6 +16,13 @@ import { worldOwnerOf } from '../../src/providers/remote/world-owner.ts'
 import { execIn, hangGuard } from '../docker/helpers.ts'
 import { startRace } from './fs-race.ts'
 
+/**
+ * What the suite's worlds are given besides the image (both the Docker container and the sshd
+ * one): CAP_SYSLOG, so root can open /proc/kmsg (a regular file whose read waits for the
+ * kernel's next message), and a 256 KiB tmpfs at /small, a filesystem a test can fill.
+ */
+export const FS_WORLD_HOST_CONFIG = { CapAdd: ['SYSLOG'], Tmpfs: { '/small': 'rw,size=256k,mode=1777' } }
+
 /** What a world supplies to the suite. */
 export interface FsWorld {
   /** `docker` or `ssh`, for test names. */
@@ -196,6 +203,17 @@ export function fsCases(world: FsWorld): void {
         await expect(fs.readText(await at('sparse'))).rejects.toThrow(`cannot read "${dir}/sparse": 107374182400 bytes exceeds the 268435456-byte limit`)
         expect(await codeOf(fs.editText(await at('sparse'), { oldString: 'a', newString: 'b', replaceAll: false }))).toBe('FS_TOO_LARGE')
         expect(await fs.readText(await at('after-sparse'))).toBe('fine\n')
+      })
+
+      it('resolve of a kernel file whose read waits for data (/proc/kmsg, as root) answers at once without reading it, again and again, and the server goes on serving', async () => {
+        // resolve prefetches small regular files, but none of the kernel's own filesystems: a
+        // read of /proc/kmsg would consume the kernel's messages and then wait for the next one.
+        for (let i = 0; i < 3; i += 1) {
+          const target = await hangGuard(root.fs!.resolve('/proc/kmsg'), 10_000, 'resolve of /proc/kmsg')
+          expect(target.targetKey).toBe('/proc/kmsg')
+          expect(await hangGuard(root.fs!.stat(target), 10_000, 'stat of /proc/kmsg')).toMatchObject({ type: 'file', size: 0 })
+        }
+        expect(await root.fs!.readText(await root.fs!.resolve('/etc/hostname'))).toMatch(/^\S+\n$/)
       })
 
       it('a device is FS_NOT_REGULAR_FILE without being opened (a read of /dev/tty with no terminal)', async () => {

@@ -7,13 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld } from '../../src/backend/world.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { waitFor } from '../docker/helpers.ts'
-import { fsCases } from '../helpers/fs-cases.ts'
+import { FS_WORLD_HOST_CONFIG, fsCases } from '../helpers/fs-cases.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
 
 let sshd: SshdWorld
 
 beforeAll(async () => {
-  sshd = await startSshdWorld()
+  sshd = await startSshdWorld([{}], { hostConfig: FS_WORLD_HOST_CONFIG })
 })
 
 afterAll(async () => {

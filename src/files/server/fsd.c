@@ -28,7 +28,10 @@
  * - rename(2) within one directory replaces the target atomically; link(2) fails with EEXIST
  *   when the new name exists (a no-replace publication).
  * - open(2) of a FIFO without O_NONBLOCK blocks until a writer appears: every open for reading
- *   uses O_NONBLOCK, and fstat decides before any read.
+ *   uses O_NONBLOCK, and fstat decides before any read. Some regular files of the kernel's own
+ *   filesystems block a read until they have data (/proc/kmsg; tracefs' trace_pipe): on those
+ *   (pseudo_fs) O_NONBLOCK stays set, so such a read fails with EAGAIN at once, and resolve
+ *   never prefetches them.
  * - /proc/self/fd/N names the path of an open directory (proc(5)); it is the containment check
  *   of a write's directory, taken on the fd the rename uses, so a swapped symlink cannot move it.
  *   The kernel renders that path into one page (d_path); a longer one makes readlink(2) fail
@@ -48,6 +51,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/file.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -152,6 +156,7 @@ static const char *errno_name(int error) {
     case EIO: return "EIO";
     case EINVAL: return "EINVAL";
     case ETXTBSY: return "ETXTBSY";
+    case EAGAIN: return "EAGAIN";
     default: return "EOTHER";
   }
 }
@@ -319,6 +324,38 @@ static int canonical(const char *base, const char *path, char *key, size_t size,
 
 static int open_regular(const char *path, struct stat *st, const char **code);
 
+/* Whether a filesystem is one of the kernel's own (statfs(2) f_type; the magic numbers of
+ * include/uapi/linux/magic.h): its regular files are the kernel's interfaces, not stored data,
+ * and a read of one may block until the kernel has something to say (/proc/kmsg). */
+static int pseudo_fs(long type) {
+  switch ((unsigned long)type & 0xffffffffUL) {
+    case 0x9fa0UL:      /* PROC_SUPER_MAGIC */
+    case 0x62656572UL:  /* SYSFS_MAGIC */
+    case 0x64626720UL:  /* DEBUGFS_MAGIC */
+    case 0x74726163UL:  /* TRACEFS_MAGIC */
+    case 0x73636673UL:  /* SECURITYFS_MAGIC */
+    case 0x62656570UL:  /* CONFIGFS_MAGIC */
+    case 0xcafe4a11UL:  /* BPF_FS_MAGIC */
+    case 0x27e0ebUL:    /* CGROUP_SUPER_MAGIC */
+    case 0x63677270UL:  /* CGROUP2_SUPER_MAGIC */
+    case 0x6165676cUL:  /* PSTOREFS_MAGIC */
+    case 0xde5e81e4UL:  /* EFIVARFS_MAGIC */
+    case 0x65735543UL:  /* FUSE_CTL_SUPER_MAGIC */
+    case 0x42494e4dUL:  /* BINFMTFS_MAGIC */
+    case 0xf97cff8cUL:  /* SELINUX_MAGIC */
+    case 0x43415d53UL:  /* SMACK_MAGIC */
+    case 0x6e736673UL:  /* NSFS_MAGIC */
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int path_on_pseudo_fs(const char *path) {
+  struct statfs fs;
+  return statfs(path, &fs) == 0 && pseudo_fs(fs.f_type);
+}
+
 /* resolve(base, path[, prefetch]): K with the canonical key, "1" and the target's record (or
  * "0" when it does not exist), and, when `prefetch` is given and the target is a regular file
  * of at most that many bytes, "1" and its content (else "0"). The content and the record then
@@ -345,11 +382,14 @@ static void op_resolve(uint32_t id, fields_t *f) {
    * an existing file's: what a stat of the key, which every later call uses, says). */
   (void)exists;
   int present = stat(key, &st) == 0;
-  /* Only a regular file is opened (stat first: opening a device can have effects of its own). */
-  if (present && prefetch >= 0 && S_ISREG(st.st_mode) && st.st_size <= prefetch) {
+  /* Only a regular file is opened (stat first: opening a device can have effects of its own),
+   * and never one of the kernel's (a read of /proc/kmsg waits for the kernel's next message). */
+  if (present && prefetch >= 0 && S_ISREG(st.st_mode) && st.st_size <= prefetch && !path_on_pseudo_fs(key)) {
     struct stat opened;
     fd = open_regular(key, &opened, &code);
-    if (fd >= 0 && opened.st_size > prefetch) { close(fd); fd = -1; }
+    struct statfs fs;
+    /* Judged again on what was opened (the name may lead elsewhere by now). */
+    if (fd >= 0 && (opened.st_size > prefetch || fstatfs(fd, &fs) != 0 || pseudo_fs(fs.f_type))) { close(fd); fd = -1; }
     if (fd >= 0) st = opened;
   }
   if (present) {
@@ -413,8 +453,13 @@ static int open_regular(const char *path, struct stat *st, const char **code) {
   if (fd < 0) return -1;
   if (fstat(fd, st) != 0) { int e = errno; close(fd); errno = e; return -1; }
   if (!S_ISREG(st->st_mode)) { close(fd); *code = "NOTREG"; errno = 0; return -1; }
-  int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  /* Blocking again only on a filesystem that stores data (where O_NONBLOCK changes nothing for
+   * a regular file anyway); on the kernel's own it stays, so no read can wait (see pseudo_fs). */
+  struct statfs fs;
+  if (fstatfs(fd, &fs) == 0 && !pseudo_fs(fs.f_type)) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  }
   return fd;
 }
 
@@ -465,6 +510,7 @@ static void op_read(uint32_t id, fields_t *f) {
   for (;;) {
     ssize_t n = read(fd, chunk, DATA_CHUNK);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) { close(fd); send_error(id, "EAGAIN", "cannot read it without waiting (a kernel file that blocks a read until it has data)", path); return; }
     if (n < 0) { int e = errno; close(fd); send_errno(id, e, "cannot read", path); return; }
     if (n == 0) break;
     total += n;
