@@ -388,6 +388,20 @@ export function fsCases(world: FsWorld): void {
         expect(await sh(`cat ${dir}/churn.txt`)).toBe('BBBB')
       })
 
+      it('a write into missing sub/dir on a full filesystem fails (FS_IO_ERROR, no space) and leaves no directory it made', async () => {
+        // /small: a 256 KiB tmpfs (FS_WORLD_HOST_CONFIG); directories take no space there, content does.
+        await sh('rm -rf /small/* && mkdir /small/kept && (head -c 1048576 /dev/zero > /small/fill 2>/dev/null || true)')
+        try {
+          for (const path of ['/small/sub/dir/f.txt', '/small/kept/new/f.txt']) {
+            await expect(fs.writeText(await fs.resolve(path), 'x'.repeat(65536))).rejects.toThrow(`cannot write "${path}": cannot write (No space left on device): ${path}`)
+            expect(await codeOf(fs.writeText(await fs.resolve(path), 'x'.repeat(65536)))).toBe('FS_IO_ERROR')
+          }
+          expect(await sh('cd /small && find . | sort')).toBe('.\n./fill\n./kept\n')
+        } finally {
+          await sh('rm -rf /small/*')
+        }
+      })
+
       it('refuses a directory target (FS_NOT_REGULAR_FILE) and a parent that is a file (FS_NOT_FOUND)', async () => {
         await sh(`mkdir -p ${dir}/a-folder && echo f > ${dir}/a-file`)
         await expect(fs.writeText(await at('a-folder'), 'x')).rejects.toThrow(`cannot write "${dir}/a-folder": not a regular file`)

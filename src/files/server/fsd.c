@@ -703,16 +703,56 @@ static void send_fence_error(uint32_t id, int error, const char *dir) {
   send_error(id, "UNPROVEN", text, dir);
 }
 
-/* Open the directory `dir`, creating missing components (mode 0777 less the umask). Before
- * creating anything, the deepest existing ancestor must lie under a root, so no directory is
- * made outside the fence. Returns the fd or -1 with errno; *fence is then the fence's refusal
- * of the ancestor (fd_under_root), else 0. */
+/* The directories open_parent made for the write in progress, so that a write that fails
+ * removes them again (remove_made): its components below their deepest existing ancestor,
+ * shallowest first, which of them it made, and that ancestor's fd (kept open: the removal walks
+ * down from it with O_NOFOLLOW, never by a path from the root). */
+static struct {
+  int ancestor;
+  int count;
+  char *parts[PATH_MAX / 2];
+  unsigned char made[PATH_MAX / 2];
+  char names[PATH_MAX];
+} made = { -1, 0, { 0 }, { 0 }, { 0 } };
+
+/* The write published (or made nothing): what it made stays. */
+static void keep_made(void) {
+  if (made.ancestor >= 0) close(made.ancestor);
+  made.ancestor = -1;
+  made.count = 0;
+}
+
+/* The write failed: remove the directories it made, deepest first, each only while it is empty
+ * (rmdir: one that someone filled meanwhile stays, and so do the ones above it). */
+static void remove_made(void) {
+  for (int i = made.count - 1; made.ancestor >= 0 && i >= 0; i--) {
+    if (!made.made[i]) continue;
+    int fd = made.ancestor, reached = 1;
+    for (int j = 0; j < i && reached; j++) {
+      int next = openat(fd, made.parts[j], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd != made.ancestor) close(fd);
+      fd = next;
+      reached = next >= 0;
+    }
+    int removed = reached && unlinkat(fd, made.parts[i], AT_REMOVEDIR) == 0;
+    if (reached && fd != made.ancestor) close(fd);
+    if (!removed) break;
+  }
+  keep_made();
+}
+
+/* Open the directory `dir`, creating missing components (mode 0777 less the umask; recorded in
+ * `made`, for remove_made). Before creating anything, the deepest existing ancestor must lie
+ * under a root, so no directory is made outside the fence. Returns the fd or -1 with errno
+ * (and nothing left made); *fence is then the fence's refusal of the ancestor (fd_under_root),
+ * else 0. */
 static int open_parent(const char *dir, char **roots, int nroots, int *fence) {
   *fence = 0;
+  keep_made();
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0 || errno != ENOENT) return fd;
-  char ancestor[PATH_MAX];
-  snprintf(ancestor, sizeof ancestor, "%s", dir);
+  char *ancestor = made.names;
+  snprintf(ancestor, sizeof made.names, "%s", dir);
   char *parts[PATH_MAX / 2];
   int count = 0;
   for (;;) {
@@ -728,13 +768,17 @@ static int open_parent(const char *dir, char **roots, int nroots, int *fence) {
   if (fd < 0) return -1;
   *fence = fd_under_root(fd, roots, nroots);
   if (*fence != 0) { close(fd); errno = EXDEV; return -1; }
+  made.ancestor = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   for (int i = count - 1; i >= 0; i--) {
     if (parts[i][0] == '\0') continue;
-    if (mkdirat(fd, parts[i], 0777) != 0 && errno != EEXIST) { int e = errno; close(fd); errno = e; return -1; }
+    int k = made.count++;
+    made.parts[k] = parts[i];
+    made.made[k] = mkdirat(fd, parts[i], 0777) == 0;
+    if (!made.made[k] && errno != EEXIST) { int e = errno; close(fd); remove_made(); errno = e; return -1; }
     int next = openat(fd, parts[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;
     close(fd);
-    if (next < 0) { errno = e; return -1; }
+    if (next < 0) { remove_made(); errno = e; return -1; }
     fd = next;
   }
   return fd;
@@ -875,6 +919,7 @@ static void op_write(uint32_t id, fields_t *f) {
   fence = fd_under_root(dfd, roots, (int)nroots);
   if (fence != 0) {
     close(dfd);
+    remove_made();
     if (!drain((unsigned long long)length)) _exit(0);
     send_fence_error(id, fence, dir);
     return;
@@ -884,6 +929,7 @@ static void op_write(uint32_t id, fields_t *f) {
   struct stat present;
   if (fstatat(dfd, name, &present, 0) == 0 && !S_ISREG(present.st_mode)) {
     close(dfd);
+    remove_made();
     if (!drain((unsigned long long)length)) _exit(0);
     send_error(id, "NOTREG", "not a regular file", path);
     return;
@@ -903,6 +949,7 @@ static void op_write(uint32_t id, fields_t *f) {
   if (tfd < 0) {
     int e = errno;
     close(dfd);
+    remove_made();
     if (!drain((unsigned long long)length)) _exit(0);
     send_errno(id, e, "cannot create a temporary file in", dir);
     return;
@@ -912,7 +959,7 @@ static void op_write(uint32_t id, fields_t *f) {
   int write_error = 0;
   while (remaining > 0) {
     size_t take = remaining > sizeof chunk ? sizeof chunk : (size_t)remaining;
-    if (!read_exact(chunk, take)) { if (!anonymous) unlinkat(dfd, temp, 0); _exit(0); }
+    if (!read_exact(chunk, take)) { if (!anonymous) unlinkat(dfd, temp, 0); close(tfd); close(dfd); remove_made(); _exit(0); }
     remaining -= take;
     size_t done = 0;
     while (write_error == 0 && done < take) {
@@ -936,6 +983,7 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   if (write_error != 0) {
     close(tfd); if (!anonymous) unlinkat(dfd, temp, 0); close(dfd);
+    remove_made();
     send_errno(id, write_error, "cannot write", path);
     return;
   }
@@ -1036,6 +1084,8 @@ static void op_write(uint32_t id, fields_t *f) {
   if ((fail_code != NULL || fail_errno != 0) && temp[0] != '\0') unlinkat(dfd, temp, 0);
   close(tfd);
   close(dfd);
+  /* A failed write removes the directories it made; a published one keeps them. */
+  if (fail_code != NULL || fail_errno != 0) remove_made(); else keep_made();
   if (fail_code != NULL) { buf_free(&b); send_error(id, fail_code, fail_text, path); return; }
   if (fail_errno != 0) { buf_free(&b); send_errno(id, fail_errno, fail_text, path); return; }
   send_buf(id, 'K', &b);
