@@ -9,7 +9,7 @@ import type { SubprocessHandle, SubprocessSpawnSpec } from '@deepseek-ai/dsh-sub
 import type Docker from 'dockerode'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { type ContainerProcess, containerProcesses, execsStarted, isDead, startTestContainer, waitFor } from './helpers.ts'
+import { type ContainerProcess, containerProcesses, execsStarted, hangGuard, isDead, startTestContainer, waitFor } from './helpers.ts'
 
 let container: Docker.Container
 
@@ -173,6 +173,32 @@ describe('a paused container in the docker world, as agent', () => {
       await paused.remove({ force: true })
     }
   })
+
+  it('asked the instant the pause returned, a terminal of a world opened but never used and one of a world that already ran a terminal both fail with TargetNotRunningError (no control request, no pooled exec waited on)', async () => {
+    const paused = await startTestContainer({ Labels: { 'dsh-remote-worlds.test': 'exec-pool' } })
+    const contexts = [new Context(), new Context()]
+    for (const ctx of contexts) await ctx.plugin(DockerSubprocessRuntime, { container: paused.id, user: 'agent' })
+    const [unused, used] = contexts.map(ctx => ctx.subprocess as DockerSubprocessRuntime) as [DockerSubprocessRuntime, DockerSubprocessRuntime]
+    const terminalSpec = { argv: ['/bin/sh'], cwd: '/tmp', env: {}, rows: 24, cols: 80, graceMs: 500 }
+    try {
+      // Opened, its control channel started, and nothing asked of it since.
+      await unused.control()
+      // A terminal ran and ended: its world's facts are known and its next terminal's standby waits.
+      await (await used.spawnTerminal(terminalSpec)).terminate()
+      await waitFor(() => holderStandbysIn(paused.id), rows => rows.length >= 1)
+      await execsStarted(paused.id)
+      // A margin for the engine's own bookkeeping after the exec's process started (see above).
+      await new Promise(resolve => setTimeout(resolve, 200))
+      await paused.pause()
+      const outcome = (runtime: DockerSubprocessRuntime): Promise<string | undefined> => hangGuard(runtime.spawnTerminal(terminalSpec).then(() => 'started', (error: unknown) => (error as { code?: string }).code), 30_000, 'a terminal of the paused container')
+      expect(await outcome(used)).toBe('TARGET_NOT_RUNNING')
+      expect(await outcome(unused)).toBe('TARGET_NOT_RUNNING')
+    } finally {
+      await paused.unpause().catch(() => undefined)
+      for (const ctx of contexts) await ctx.fiber.dispose()
+      await paused.remove({ force: true })
+    }
+  }, 120_000)
 })
 
 describe('terminals on the pool\'s standby in the docker world, as agent', () => {

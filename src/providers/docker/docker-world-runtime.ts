@@ -116,8 +116,15 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   private async startTerminalIn(spec: SubprocessTerminalSpawnSpec): Promise<RemoteTerminalHandle> {
     const world = await this.world()
     const user = this.execUser
-    const control = await world.control(user)
-    const { ambient } = await this.environmentOf(world, control)
+    // Asked at every start, beside the first steps: a container paused the instant before (its
+    // engine event not yet seen) fails the start at once, instead of a control request waiting
+    // out its bound or the pool's standby waiting, unbounded, for a frozen holder. Nothing is
+    // handed to the world before the answer (`plain` and `holder` wait for it).
+    const running = world.assertRunning(user)
+    running.catch(() => undefined)
+    const unlessStopped = <T>(step: Promise<T>): Promise<T> => Promise.race([step, running.then(() => step)])
+    const control = await unlessStopped(world.control(user))
+    const { ambient } = await unlessStopped(this.environmentOf(world, control))
     const common = {
       spec,
       program: this.wrappedProgram(spec.argv),
@@ -132,8 +139,14 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
       onTerminated: this.forgetTerminal,
     }
     return this.startTerminal(common, {
-      plain: script => this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols }),
-      holder: copy => world.openHolder(copy, user),
+      plain: async script => {
+        await running
+        return this.openTerminalTransport(world, user, { script, rows: spec.rows, cols: spec.cols })
+      },
+      holder: async copy => {
+        await running
+        return world.openHolder(copy, user)
+      },
     })
   }
 

@@ -222,6 +222,27 @@ export class DockerWorld {
     return state !== undefined && state.Running && !state.Paused
   }
 
+  /**
+   * Fail unless the container runs now, unpaused, as ContainerInspect says (one engine round
+   * trip, a few ms). The engine sets the state before `docker pause` returns, while its event
+   * may reach the watch (state-watch.ts) later: in that window a control request or a pooled
+   * exec (exec-pool/) would wait on a frozen program, a request for its bound, a standby with
+   * no bound at all.
+   * @throws TargetNotRunningError when the container is paused, stopped, or removed.
+   * @throws EngineUnavailableError when the engine does not answer.
+   */
+  async assertRunning(user?: string): Promise<void> {
+    let info: Docker.ContainerInspectInfo
+    try {
+      info = await this.docker.getContainer(this.containerId).inspect()
+    } catch (error) {
+      if ((error as { statusCode?: number }).statusCode === 404) throw new TargetNotRunningError(`${this.describe(user)} no longer exists: it ended and was removed`, { cause: error })
+      throw engineError(error, this.describe(user))
+    }
+    if (!info.State.Running) throw new TargetNotRunningError(`${this.describe(user)} is not running (status: ${info.State.Status})`)
+    if (info.State.Paused) throw new TargetNotRunningError(`${this.describe(user)} is paused: its processes are frozen until it is unpaused`)
+  }
+
   /** Short description for messages. */
   describe(user?: string): string {
     return `docker container ${this.containerId.slice(0, 12)}${user === undefined ? '' : ` as ${user}`}`
