@@ -13,7 +13,7 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
 import type { UserEnvironment } from '../providers/remote/environment.ts'
 import type { SessionOwnership } from '../providers/remote/ownership.ts'
-import { InvalidArgumentError } from '../providers/remote/errors.ts'
+import { InvalidArgumentError, InvalidSessionNameError } from '../providers/remote/errors.ts'
 import { SshSubprocessRuntime } from '../providers/ssh/ssh-runtime.ts'
 import { judgeWorkspaceFolder } from '../sandbox/docker-policy.ts'
 import { MAX_SCROLLBACK_LINES, type TerminalEmulatorSettings } from '../emulator/settings.ts'
@@ -327,15 +327,35 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
 }
 
 /**
+ * What a session name may not hold (Unicode general categories): control characters (Cc:
+ * U+0000-U+001F, U+007F-U+009F: a newline, a tab, an escape), line and paragraph separators
+ * (Zl U+2028, Zp U+2029) and lone surrogates (Cs), none of which shows on one line.
+ */
+const UNSHOWABLE = /[\p{Cc}\p{Zl}\p{Zp}\p{Cs}]/u
+
+/**
+ * Check a `--session` name: one or more characters, each shown on one line (see {@link UNSHOWABLE}).
+ * @throws InvalidSessionNameError naming the rule and the name, its refused characters as `\u{HEX}`.
+ */
+export function checkSessionName(name: string): string {
+  const refused = [...name].filter(character => UNSHOWABLE.test(character))
+  if (name.length > 0 && refused.length === 0) return name
+  const shown = [...name].map(character => UNSHOWABLE.test(character) ? `\\u{${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}}` : character).join('')
+  throw new InvalidSessionNameError(`--session "${shown}" cannot be shown on one line: a session name is one or more characters, none of them a control character (U+0000-U+001F, U+007F-U+009F: a newline, a tab, an escape), a line or paragraph separator (U+2028, U+2029) or a lone surrogate`)
+}
+
+/**
  * The persistence mode of `--persist` (default off), with its `--session`.
  * @throws InvalidArgumentError for another value, `--persist client` without `--session` (nothing a
  *   later run could name the shells by), or `--session` without `--persist client`.
+ * @throws InvalidSessionNameError for a `--session` name that cannot be shown on one line ({@link checkSessionName}).
  */
 export function persistenceFlag(flags: Pick<TargetFlags, 'persist' | 'session'>): PersistenceMode {
   const mode = flags.persist ?? 'off'
   if (!(PERSISTENCE_MODES as readonly string[]).includes(mode)) throw new InvalidArgumentError(`--persist takes off, connection or client, got ${JSON.stringify(mode)}`)
   if (mode === 'client' && flags.session === undefined) throw new InvalidArgumentError('--persist client needs --session NAME: the name a later run takes the shells back by')
   if (mode !== 'client' && flags.session !== undefined) throw new InvalidArgumentError('--session names the session a later run takes the shells back by: it needs --persist client')
+  if (flags.session !== undefined) checkSessionName(flags.session)
   return mode as PersistenceMode
 }
 

@@ -98,4 +98,13 @@ describe('the CLI with --persist client', () => {
     expect(noPersist.code).toBe(2)
     expect(noPersist.stderr).toContain('--session names the session a later run takes the shells back by: it needs --persist client')
   })
+
+  it('a --session name that cannot be shown on one line (empty, a newline, an escape) is refused with the rule, the name shown escaped on one line', async () => {
+    const rule = 'cannot be shown on one line: a session name is one or more characters, none of them a control character (U+0000-U+001F, U+007F-U+009F: a newline, a tab, an escape), a line or paragraph separator (U+2028, U+2029) or a lone surrogate'
+    for (const [name, shown] of [['', ''], ['night\nly', 'night\\u{000A}ly'], ['\u001b[2Jx', '\\u{001B}[2Jx']] as const) {
+      const refused = await cli(['run', '--docker', container.id, '--persist', 'client', '--session', name, '--script', script('z.txt', ['true'])])
+      expect(refused.code).toBe(2)
+      expect(refused.stderr).toBe(`dsh-remote-worlds: InvalidSessionNameError [INVALID_SESSION_NAME]: --session "${shown}" ${rule}\n`)
+    }
+  })
 })

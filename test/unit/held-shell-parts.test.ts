@@ -4,7 +4,8 @@
  * a held shell by, and the attach frames as dsh-pty reads and writes them.
  */
 import { describe, expect, it } from 'vitest'
-import { persistenceFlag } from '../../src/cli/target.ts'
+import { checkSessionName, persistenceFlag } from '../../src/cli/target.ts'
+import { InvalidSessionNameError } from '../../src/providers/remote/errors.ts'
 import { heldShellKey, replayOf } from '../../src/providers/remote/pty-holder/held-adoption.ts'
 import { parseHeldMeta } from '../../src/providers/remote/pty-holder/held-shell.ts'
 import { HolderFrameReader, attachFrame, holdFrame, inputAtFrames } from '../../src/providers/remote/pty-holder/protocol.ts'
@@ -18,6 +19,18 @@ describe('--persist and --session', () => {
     expect(() => persistenceFlag({ persist: 'client' })).toThrow('--persist client needs --session NAME: the name a later run takes the shells back by')
     expect(() => persistenceFlag({ session: 'nightly' })).toThrow('--session names the session a later run takes the shells back by: it needs --persist client')
     expect(() => persistenceFlag({ persist: 'always' })).toThrow('--persist takes off, connection or client, got "always"')
+  })
+
+  it('a session name is one or more characters that show on one line: spaces and any script pass; control characters, separators and lone surrogates are refused, shown as \\u{HEX}', () => {
+    for (const name of ['nightly', ' a b ', 'ночь-1', '夜', 'a"b\\c', '🙂']) expect(checkSessionName(name)).toBe(name)
+    const refusal = (name: string): unknown => { try { checkSessionName(name) } catch (error) { return error } }
+    for (const [name, shown] of [['', ''], ['a\tb', 'a\\u{0009}b'], ['a\u007fb', 'a\\u{007F}b'], ['a\u0085b', 'a\\u{0085}b'], ['a\u2028b', 'a\\u{2028}b'], ['a\u2029', 'a\\u{2029}'], ['a\ud800', 'a\\u{D800}']] as const) {
+      const error = refusal(name)
+      expect(error).toBeInstanceOf(InvalidSessionNameError)
+      expect((error as InvalidSessionNameError).code).toBe('INVALID_SESSION_NAME')
+      expect((error as Error).message.startsWith(`--session "${shown}" cannot be shown on one line: a session name is one or more characters,`)).toBe(true)
+    }
+    expect(() => persistenceFlag({ persist: 'client', session: 'a\nb' })).toThrow(InvalidSessionNameError)
   })
 
   it('the runtime setting takes a mode or an object, with the defaults of 8 MiB, 24 h and 60 s', () => {

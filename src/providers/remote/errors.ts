@@ -44,6 +44,7 @@ export type RemoteWorldErrorCode =
   | 'SWARM_NODE_UNREACHABLE'
   | 'SWARM_NODE_LOST'
   | 'SWARM_CLEANUP_UNPROVEN'
+  | 'INVALID_SESSION_NAME'
 
 /** Base class of every error this package throws on purpose. */
 export class RemoteWorldError extends Error {
@@ -61,6 +62,18 @@ export class RemoteWorldError extends Error {
 export class InvalidArgumentError extends RemoteWorldError {
   constructor(message: string) {
     super('INVALID_ARGUMENT', message)
+  }
+}
+
+/**
+ * A session name (the CLI's `--session`) that cannot be shown on one line: empty, or holding a
+ * control character or a line or paragraph separator. It is printed in status lines, doctor's
+ * listings and the detach line's command, where such a name would break the line or act on the
+ * terminal. The message states the rule.
+ */
+export class InvalidSessionNameError extends RemoteWorldError {
+  constructor(message: string) {
+    super('INVALID_SESSION_NAME', message)
   }
 }
 
