@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
-import { PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
+import { PWSH_DIRECT_METRIC, PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
 import { RAW_DOCKER_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
 import { FLOOD_CANCEL_METRIC } from './rows/flood-cancel.ts'
 import { CLOSE_ALL_METRIC, MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
@@ -85,6 +85,8 @@ const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
   [FS_GREP_METRIC]: RG_DIRECT_METRIC,
   // Issue 21: a probe with 100 terminals open beside one with a single terminal open.
   [MANY_TERMINALS_METRIC]: SINGLE_TERMINAL_METRIC,
+  // Issue 32, part E: pwsh's open beside the same pwsh started by a plain exec.
+  [PWSH_OPEN_METRIC]: PWSH_DIRECT_METRIC,
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */

@@ -17,9 +17,10 @@
 #  - PowerShell image `dsh-remote-worlds/target-pwsh:bookworm` (issue 13), when `dotnet` is on
 #    PATH: the project image plus the .NET runtime of this machine's SDK, the PowerShell global
 #    tool (dotnet tool install from NuGet) and Debian's libicu72 (apt-get download), installed by
-#    docker/install-pwsh.sh in a container (no registry, no network) and committed. Its label
-#    dsh-remote-worlds.pwsh-recipe names the base image, the PowerShell version and the install
-#    script's hash; any change rebuilds it. Without dotnet it is not built, and the pwsh tests
+#    docker/install-pwsh.sh in a container (no registry, no network) and committed; PowerShell's
+#    assemblies are first compiled ReadyToRun on the host (docker/ready-to-run.sh, crossgen2 from
+#    NuGet). Its label dsh-remote-worlds.pwsh-recipe names the base image, the PowerShell version
+#    and the hash of both scripts; any change rebuilds it. Without dotnet it is not built, and the pwsh tests
 #    say so (they refuse to skip under CI=true). docker/Dockerfile.pwsh is the registry route.
 #
 # Environment: DSH_REMOTE_IMAGE overrides the tag; DSH_REMOTE_REBUILD=1 forces a rebuild.
@@ -144,6 +145,10 @@ build_pwsh_image() {
   [ -n "$runtime" ] || { log "this machine's dotnet ($root) has no Microsoft.NETCore.App $framework.x runtime for PowerShell $POWERSHELL_VERSION"; return 1; }
   cp -a "$root/dotnet" "$root/host" "$ctx/dotnet/"
   cp -a "$root/shared/Microsoft.NETCore.App/$runtime" "$ctx/dotnet/shared/Microsoft.NETCore.App/"
+  log "compiling PowerShell ReadyToRun for .NET $runtime (crossgen2, from NuGet; about a minute)"
+  sh "$HERE/ready-to-run.sh" "$ctx/powershell" "$ctx/dotnet/shared/Microsoft.NETCore.App/$runtime" "$ctx/ready-to-run" || {
+    rm -rf "$ctx"; log "compiling PowerShell ReadyToRun failed (above)"; return 1; }
+  rm -rf "$ctx/ready-to-run"
   (cd "$ctx" && apt-get download libicu72 >"$STATE/pwsh-icu.log" 2>&1) || {
     if [ ! -f "$STATE/apt-updated" ]; then apt-get update -qq >&2 && touch "$STATE/apt-updated"; fi
     (cd "$ctx" && apt-get download libicu72 >"$STATE/pwsh-icu.log" 2>&1) || {
@@ -169,7 +174,7 @@ ensure_pwsh_image() {
     return 0
   fi
   local recipe built
-  recipe="$(docker image inspect --format '{{.Id}}' "$IMAGE" | cut -c8-19)-$POWERSHELL_VERSION-$(sha256sum <"$HERE/install-pwsh.sh" | cut -c1-12)"
+  recipe="$(docker image inspect --format '{{.Id}}' "$IMAGE" | cut -c8-19)-$POWERSHELL_VERSION-$(cat "$HERE/install-pwsh.sh" "$HERE/ready-to-run.sh" | sha256sum | cut -c1-12)"
   built=$(docker image inspect --format '{{ index .Config.Labels "dsh-remote-worlds.pwsh-recipe" }}' "$PWSH_IMAGE" 2>/dev/null) || built=absent
   if [ "${DSH_REMOTE_REBUILD:-0}" != 1 ] && [ "$built" = "$recipe" ]; then return 0; fi
   # Outside CI a failed PowerShell build leaves the bash world usable (the pwsh tests then say
