@@ -109,6 +109,18 @@ const RESOLVE_STAT_FOLD_MS = 25
  */
 const RESOLVE_PREFETCH_BYTES = 128 * 1024
 
+/**
+ * The most entries `listDir` returns: 100 000. A directory with more is FS_TOO_LARGE (upstream's
+ * contract has no pagination; a listing is returned whole or not at all). The server stops
+ * reading the directory past the bound, and the client holds at most that many entries (~50 MB).
+ */
+export const LIST_DIR_MAX_ENTRIES = 100_000
+/**
+ * The most bytes the records of one listing may take on the wire: 64 MiB (a typical entry
+ * takes ~110 bytes, one with a 4 KiB symlink target ~4.5 KiB). More is FS_TOO_LARGE too.
+ */
+export const LIST_DIR_MAX_BYTES = 64 * 1024 * 1024
+
 /** A stat record of the server: type, mode (octal), uid, gid, size, version. */
 interface WorldStat {
   type: 'file' | 'directory' | 'symlink' | 'other'
@@ -531,29 +543,47 @@ export class RemoteFileSystem extends FileSystem {
    * The directory's children in stable name order (upstream's `localeCompare`, ties by code
    * unit), each with its type after following symlinks (`other` for a broken one, without
    * metadata), a resolved target and its size and version. Contents are never read. One request.
-   * @throws FsError FS_NOT_FOUND, FS_NOT_DIRECTORY, FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
+   * At most {@link LIST_DIR_MAX_ENTRIES} entries ({@link LIST_DIR_MAX_BYTES} on the wire).
+   * @throws FsError FS_TOO_LARGE for a directory past those bounds; FS_NOT_FOUND,
+   *   FS_NOT_DIRECTORY, FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
    */
   override async listDir(target: FsTarget, signal?: AbortSignal): Promise<FsDirEntry[]> {
     checkAborted(signal, 'list')
     const parts: Buffer[] = []
-    await abortable(this.request({ verb: 'list', displayPath: target.displayPath, notDirectory: 'FS_NOT_DIRECTORY' }, 'l', [this.processPath(target)], { onData: chunk => parts.push(chunk) }), signal, 'list')
+    const fields = [this.processPath(target), String(LIST_DIR_MAX_ENTRIES), String(LIST_DIR_MAX_BYTES)]
+    await abortable(this.request({ verb: 'list', displayPath: target.displayPath, notDirectory: 'FS_NOT_DIRECTORY' }, 'l', fields, { onData: chunk => parts.push(chunk), maxData: LIST_DIR_MAX_BYTES }), signal, 'list')
     const dir = this.processPath(target)
     const entries: FsDirEntry[] = []
-    // The D frames' payloads arrive in pieces; together they are one sequence of entries.
-    const fields = decodeFields(Buffer.concat(parts))
-    for (let at = 0; at + 5 <= fields.length; at += 5) {
-      const name = fields[at]!.toString('utf8')
-      const kind = fields[at + 1]!.toString('latin1')
-      const linked = fields[at + 4]!.toString('utf8')
-      const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : 'other'
-      const key = linked.length > 0 ? linked : dir === '/' ? `/${name}` : `${dir}/${name}`
-      entries.push({
-        name,
-        type,
-        target: { targetKey: FsTargetKey(key), displayPath: displayPathOf(target.displayPath, name) },
-        ...(kind !== '-' ? { version: FsVersion(fields[at + 3]!.toString('latin1')) } : {}),
-        ...(type === 'file' ? { size: Number(fields[at + 2]!.toString('latin1')) } : {}),
-      })
+    // The D frames' payloads arrive in pieces; together they are one sequence of entries, read
+    // field by field (no array of views: five per entry, 100 000 entries).
+    const records = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
+    parts.length = 0
+    let offset = 0
+    const next = (encoding: 'utf8' | 'latin1'): string => {
+      const length = records.readUInt32LE(offset)
+      const text = records.toString(encoding, offset + 4, offset + 4 + length)
+      offset += 4 + length
+      return text
+    }
+    try {
+      while (offset < records.length) {
+        const name = next('utf8')
+        const kind = next('latin1')
+        const size = next('latin1')
+        const version = next('latin1')
+        const linked = next('utf8')
+        const type = kind === 'f' ? 'file' : kind === 'd' ? 'directory' : 'other'
+        const key = linked.length > 0 ? linked : dir === '/' ? `/${name}` : `${dir}/${name}`
+        entries.push({
+          name,
+          type,
+          target: { targetKey: FsTargetKey(key), displayPath: displayPathOf(target.displayPath, name) },
+          ...(kind !== '-' ? { version: FsVersion(version) } : {}),
+          ...(type === 'file' ? { size: Number(size) } : {}),
+        })
+      }
+    } catch (error) {
+      throw new FsError(`cannot list "${target.displayPath}": the world's file server sent a malformed listing (${(error as Error).message})`, 'FS_IO_ERROR', { cause: error })
     }
     return entries.sort((left, right) => left.name.localeCompare(right.name) || (left.name < right.name ? -1 : left.name > right.name ? 1 : 0))
   }

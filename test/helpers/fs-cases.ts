@@ -300,6 +300,22 @@ export function fsCases(world: FsWorld): void {
         await expect(fs.listDir(await at('not-a-dir'))).rejects.toThrow(`cannot list "${dir}/not-a-dir": not a directory`)
       })
 
+      it('lists 100 000 entries, and refuses a directory of more with FS_TOO_LARGE saying so', async () => {
+        // On the world's tmpfs, where 100 000 files are made quickly.
+        const many = `/dev/shm/fs-list-${world.name}-${process.pid}`
+        try {
+          await sh(`rm -rf ${many} && mkdir ${many} && cd ${many} && seq -w 1 100000 | sed 's/^/f/' | xargs touch`)
+          const entries = await fs.listDir(await fs.resolve(many))
+          expect(entries.length).toBe(100000)
+          expect([entries[0]!.name, entries[99999]!.name, entries[99999]!.target.targetKey]).toEqual(['f000001', 'f100000', `${many}/f100000`])
+          await sh(`touch ${many}/g`)
+          const refused = await fs.listDir(await fs.resolve(many)).then(() => undefined, (error: unknown) => error as FsError)
+          expect([refused?.code, refused?.message]).toEqual(['FS_TOO_LARGE', `cannot list "${many}": the directory has more than 100000 entries (the most a listing returns)`])
+        } finally {
+          await sh(`rm -rf ${many}`)
+        }
+      })
+
       it('lists 5000 entries', async () => {
         const many = await fresh()
         await sh(`cd ${many} && seq -w 1 5000 | sed 's/^/f/' | xargs touch`)

@@ -71,4 +71,27 @@ describe.each(['x86_64', 'aarch64'] as const)('the %s build', arch => {
       server.close()
     }
   }, 60_000)
+
+  it('bounds a listing by entries and by the bytes of their records (TOOLARGE once past either), and serves on', async () => {
+    const server = await start(arch)
+    try {
+      const dir = join(scratch, `${arch}-list`)
+      const content = Buffer.from('x')
+      for (const name of ['a', 'b', 'c']) await server.request('w', [join(dir, name), 'n', '', '', '0', '0', '1'], { content })
+      const listed = async (bounds: string[]): Promise<string> => {
+        const pieces: Buffer[] = []
+        return server.request('l', [dir, ...bounds], { onData: chunk => pieces.push(Buffer.from(chunk)) }).then(
+          () => decodeFields(Buffer.concat(pieces)).filter((_, index) => index % 5 === 0).map(text).sort().join(' '),
+          (error: unknown) => `${(error as ServerRefusal).code}: ${(error as ServerRefusal).message}`,
+        )
+      }
+      expect(await listed([])).toBe('a b c')
+      expect(await listed(['3', '100000'])).toBe('a b c')
+      expect(await listed(['2', '100000'])).toBe('TOOLARGE: the directory has more than 2 entries (the most a listing returns)')
+      expect(await listed(['3', '100'])).toBe('TOOLARGE: the records of its entries take more than 100 bytes (the most a listing holds)')
+      expect(await listed(['3', '1000'])).toBe('a b c')
+    } finally {
+      server.close()
+    }
+  }, 60_000)
 })

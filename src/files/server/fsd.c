@@ -577,12 +577,18 @@ static void op_close(uint32_t id, fields_t *f) {
 
 /* ---------- listing ---------- */
 
-/* list(path): D frames of entries (fields: name, type after following symlinks or "-" when the
- * child vanished or is a broken link, size, version, and the realpath of a symlink or ""), then
- * K with the listed directory's own record. */
+/* list(path[, max entries, max bytes]): D frames of entries (fields: name, type after following
+ * symlinks or "-" when the child vanished or is a broken link, size, version, and the realpath
+ * of a symlink or ""), then K with the listed directory's own record. A directory of more
+ * entries than the bound, or whose entries take more bytes, is TOOLARGE once that many were
+ * read: the listing stops there (the client bounds what it holds by them). */
 static void op_list(uint32_t id, fields_t *f) {
   char *path = next_field(f, NULL);
   if (f->bad) { send_error(id, "BADREQ", "bad list request", NULL); return; }
+  long long max_entries = f->offset < f->length ? field_number(f) : -1;
+  long long max_bytes = f->offset < f->length ? field_number(f) : -1;
+  if (f->bad) { send_error(id, "BADREQ", "bad list request", NULL); return; }
+  long long entries = 0, sent = 0;
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
   if (dfd < 0) { send_errno(id, errno, "cannot list", path); return; }
   struct stat self;
@@ -599,6 +605,14 @@ static void op_list(uint32_t id, fields_t *f) {
     }
     const char *name = entry->d_name;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    if (max_entries >= 0 && ++entries > max_entries) {
+      closedir(dir);
+      buf_free(&b);
+      char text[128];
+      snprintf(text, sizeof text, "the directory has more than %lld entries (the most a listing returns)", max_entries);
+      send_error(id, "TOOLARGE", text, NULL);
+      return;
+    }
     struct stat st;
     int linked = entry->d_type == DT_LNK;
     if (entry->d_type == DT_UNKNOWN && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) linked = S_ISLNK(st.st_mode);
@@ -629,7 +643,15 @@ static void op_list(uint32_t id, fields_t *f) {
     }
     buf_str(&b, real != NULL ? real : "");
     free(real);
-    if (b.length >= DATA_CHUNK) { send_buf(id, 'D', &b); b.length = 0; if (client_gone()) _exit(0); }
+    if (max_bytes >= 0 && sent + (long long)b.length > max_bytes) {
+      closedir(dir);
+      buf_free(&b);
+      char text[128];
+      snprintf(text, sizeof text, "the records of its entries take more than %lld bytes (the most a listing holds)", max_bytes);
+      send_error(id, "TOOLARGE", text, NULL);
+      return;
+    }
+    if (b.length >= DATA_CHUNK) { sent += (long long)b.length; send_buf(id, 'D', &b); b.length = 0; if (client_gone()) _exit(0); }
   }
   closedir(dir);
   if (b.length > 0) send_buf(id, 'D', &b);
