@@ -16,18 +16,29 @@
 #   build.sh              the machine's architecture (fails without a compiler), and the other
 #                         one when its compiler is there or can be installed (else it says so)
 #   build.sh --all        both, or fail (what `npm run build`, and so `npm pack`, runs)
-#   build.sh --if-possible  as the default, but never fails: the CLI from a checkout runs it,
-#                         and the terminal half needs none of this (the file tools then name
-#                         what is missing)
+#   build.sh --if-possible  as the default, but never fails
+#   build.sh --host-only  the machine's architecture only, and never fails: what `npm start` and
+#                         `npm run dsh-remote-worlds` run from a checkout, so a first command
+#                         installs no cross compiler for worlds it does not use (the demo's world
+#                         is a container of the machine's own architecture). A world of the other
+#                         architecture then names the missing build and `npm run build:world-tools`
+#                         (manifest.ts), which builds it; the terminal half needs none of this.
+# DSH_WORLD_TOOLS_OUT moves the output directory from dist/world-tools (for the script's own tests).
 set -euo pipefail
 MODE="${1:-default}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../../.." && pwd)"
-OUT="$ROOT/dist/world-tools"
+OUT="${DSH_WORLD_TOOLS_OUT:-$ROOT/dist/world-tools}"
 SOURCE="$ROOT/src/files/server/fsd.c"
 HOLDER_DIR="$ROOT/src/providers/remote/pty-holder"
 HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c $HOLDER_DIR/pty-shell.c $HOLDER_DIR/hold.c $HOLDER_DIR/relay.c $HERE/sha256.c"
 ARCHES="x86_64 aarch64"
+case $MODE in
+  default|--all|--if-possible) ;;
+  # A machine of neither architecture builds none: no world tool is made for it (manifest.ts).
+  --host-only) case "$(uname -m)" in x86_64|aarch64) ARCHES="$(uname -m)" ;; *) ARCHES="" ;; esac ;;
+  *) printf '[world-tools] unknown option %s (build.sh [--all | --if-possible | --host-only])\n' "$MODE" >&2; exit 2 ;;
+esac
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
@@ -98,8 +109,8 @@ for arch in $ARCHES; do
   if [ -f "$OUT/linux-$arch/.stamp" ] && [ "$(cat "$OUT/linux-$arch/.stamp")" = "$stamp" ]; then continue; fi
   native=0; [ "$(uname -m)" = "$arch" ] && native=1
   if ensure_compiler "$arch" && build_arch "$arch"; then continue; fi
-  if [ "$MODE" = --all ] || { [ "$native" = 1 ] && [ "$MODE" != --if-possible ]; }; then exit 1; fi
+  if [ "$MODE" = --all ] || { [ "$native" = 1 ] && [ "$MODE" = default ]; }; then exit 1; fi
   log "the $arch build is not made here (worlds of that architecture get no file server; npm run build makes both)"
   failed=1
 done
-[ "$failed" = 1 ] || log "world tools ready in $OUT"
+[ "$failed" = 1 ] || log "world tools ready in $OUT${ARCHES:+ ($ARCHES)}"
