@@ -53,6 +53,17 @@ export async function codeOf(promise: Promise<unknown>): Promise<string> {
 
 let nextDir = 0
 
+/** Python (argv[1] a file): make it 'old', mode 0600, with an ACL giving uid 1002 rw- and a user.note. */
+const ACL_SETUP = "import os, struct, sys; p = sys.argv[1]; open(p, 'w').write('old'); os.chmod(p, 0o600); " +
+  "os.setxattr(p, 'system.posix_acl_access', struct.pack('<I', 2) + b''.join(struct.pack('<HHI', *e) for e in [(1, 6, 0xffffffff), (2, 6, 1002), (4, 0, 0xffffffff), (16, 6, 0xffffffff), (32, 0, 0xffffffff)])); " +
+  "os.setxattr(p, 'user.note', b'hello')"
+/** Python (argv[1] a directory): a default ACL user::rwx user:1002:rw- group::r-x mask::rwx other::r-x. */
+const DEFAULT_ACL_SETUP = "import os, struct, sys; " +
+  "os.setxattr(sys.argv[1], 'system.posix_acl_default', struct.pack('<I', 2) + b''.join(struct.pack('<HHI', *e) for e in [(1, 7, 0xffffffff), (2, 6, 1002), (4, 5, 0xffffffff), (16, 7, 0xffffffff), (32, 5, 0xffffffff)]))"
+/** Python (argv[1] a file): its permission bits (octal) and every extended attribute as NAME=HEX, sorted. */
+const XATTR_DUMP = "import os, sys; p = sys.argv[1]; " +
+  "print(' '.join(['%o' % (os.stat(p).st_mode & 0o7777)] + ['%s=%s' % (n, os.getxattr(p, n).hex()) for n in sorted(os.listxattr(p))]))"
+
 /** Register the suite. */
 export function fsCases(world: FsWorld): void {
   describe(`ctx.fs in the ${world.name} world`, () => {
@@ -349,6 +360,42 @@ export function fsCases(world: FsWorld): void {
         expect(outcome.before?.length).toBe(3 * 1024 * 1024)
         expect(outcome.before?.slice(0, 24)).toBe('l0000000000\nl0000000001\n')
         expect(outcome.before?.slice(-12)).toBe('l0000262143\n')
+      })
+
+      it('keeps the POSIX ACL and the extended attributes of the file it replaces: a 0600 file with user:1002:rw- stays closed to its group and open to uid 1002', async () => {
+        // acl(5) as the kernel stores it (system.posix_acl_access): version 2, then (tag, perm, id)
+        // entries: user::rw- user:1002:rw- group::--- mask::rw- other::---.
+        const file = `${dir}/acl.txt`
+        await sh(`python3 -c "${ACL_SETUP}" ${file}`)
+        const before = await sh(`python3 -c "${XATTR_DUMP}" ${file}`)
+        // The group bits show the mask (rw-), as acl(5) says.
+        expect(before).toBe(`660 system.posix_acl_access=${['02000000', '01000600ffffffff', '02000600ea030000', '04000000ffffffff', '10000600ffffffff', '20000000ffffffff'].join('')} user.note=68656c6c6f\n`)
+        await fs.writeText(await at('acl.txt'), 'new\n')
+        expect(await sh(`python3 -c "${XATTR_DUMP}" ${file}`)).toBe(before)
+        expect(await sh(`cat ${file}`, '1002')).toBe('new\n')
+        // A member of the file's group only (uid 1003, group agent): the ACL's group::--- holds.
+        expect((await execIn(world.containerId(), ['cat', file], '1003:1000')).stderr).toBe(`cat: ${file}: Permission denied\n`)
+      })
+
+      it('a new file under a directory\'s default ACL gets what any new file there gets (the umask is not applied)', async () => {
+        await sh(`mkdir ${dir}/acl-dir && python3 -c "${DEFAULT_ACL_SETUP}" ${dir}/acl-dir && python3 -c "import os, sys; os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o666))" ${dir}/acl-dir/by-open`)
+        await fs.writeText(await at('acl-dir/by-write'), 'w')
+        const [byOpen, byWrite] = await Promise.all(['by-open', 'by-write'].map(name => sh(`python3 -c "${XATTR_DUMP}" ${dir}/acl-dir/${name}`)))
+        expect(byWrite).toBe(byOpen)
+        expect(byOpen).toMatch(/^664 system\.posix_acl_access=/)
+      })
+
+      it('refuses to replace a file whose extended attribute it cannot keep (security.capability, without CAP_SETFCAP), naming it; root keeps it', async () => {
+        const file = `${dir}/cap.bin`
+        await sh(`printf 'old\\n' > ${file}`)
+        // vfs_cap_data revision 2: magic, then permitted/inheritable words (CAP_NET_BIND_SERVICE).
+        await sh(`python3 -c "import os, struct, sys; os.setxattr(sys.argv[1], 'security.capability', struct.pack('<5I', 0x02000000, 1 << 10, 0, 0, 0))" ${file}`, 'root')
+        const before = await sh(`python3 -c "${XATTR_DUMP}" ${file}`)
+        const refused = await fs.writeText(await at('cap.bin'), 'new\n').then(() => undefined, (error: unknown) => error as FsError)
+        expect([refused?.code, refused?.message]).toEqual(['FS_PERMISSION_DENIED', `cannot write "${file}": permission denied (cannot replace the file and keep its extended attribute security.capability (Operation not permitted): ${file})`])
+        expect(await sh(`cat ${file}; python3 -c "${XATTR_DUMP}" ${file}`)).toBe(`old\n${before}`)
+        await root.fs!.writeText(await root.fs!.resolve(file), 'by root\n')
+        expect(await sh(`cat ${file}; python3 -c "${XATTR_DUMP}" ${file}`)).toBe(`by root\n${before}`)
       })
 
       it('refuses to replace a file it cannot keep the owner of (FS_PERMISSION_DENIED), leaving it as it was', async () => {

@@ -450,7 +450,7 @@ export function fsToolCases(world: FsToolWorld): void {
           const staged = await waitFor(() => inWorld(world.containerId(), staging, 'agent'), out => out.trim() === '52428800', 60_000, 50)
           expect(staged.trim()).toBe('52428800')
           // '[d]' keeps the pattern from matching this command's own shell.
-          await inWorld(world.containerId(), 'pkill -KILL -f "[d]sh-fsd"', 'root')
+          await inWorld(world.containerId(), 'pkill -KILL -x dsh-fsd', 'root')
           const result = await hangGuard(writing, 30_000, 'the write whose server was killed')
           expectFsError(result, 'FS_IO_ERROR', new RegExp(`^Error: cannot write "${dir}/big\\.txt": the world's file server was lost \\(`))
         } finally {

@@ -55,6 +55,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -890,6 +891,76 @@ static int publish_link(int tfd, int anonymous, int dfd, const char *from, const
   return linkat(AT_FDCWD, proc, dfd, to, AT_SYMLINK_FOLLOW);
 }
 
+/* ---------- extended attributes (xattr(7)), kept across a replacement ---------- */
+
+/* A list of names is at most XATTR_LIST_MAX (64 KiB) and a value at most XATTR_SIZE_MAX (64 KiB)
+ * (include/uapi/linux/limits.h). An access ACL is the attribute system.posix_acl_access
+ * (acl(5)), so copying the attributes copies the ACL; setting it also sets the group bits of the
+ * mode to its mask (posix_acl_update_mode), which is what the old file's mode holds. */
+static char old_names[65536], new_names[65536];
+static unsigned char old_value[65536], new_value[65536];
+
+/* The replaced file's attributes: through /proc/self/fd/N of its O_PATH descriptor (the inode
+ * that was stat'ed), else by its path (not a symlink: checked under the lock). */
+static ssize_t old_xattrs(int ofd, const char *path, char *names, size_t size) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", ofd);
+  return proc_fds ? listxattr(proc, names, size) : llistxattr(path, names, size);
+}
+
+static ssize_t old_xattr(int ofd, const char *path, const char *name, void *value, size_t size) {
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", ofd);
+  return proc_fds ? getxattr(proc, name, value, size) : lgetxattr(path, name, value, size);
+}
+
+static int listed(const char *names, ssize_t length, const char *name) {
+  for (const char *at = names; at < names + length; at += strlen(at) + 1) if (strcmp(at, name) == 0) return 1;
+  return 0;
+}
+
+/* Before the owner and mode are set: drop what the new file got that the old one has not (an
+ * ACL inherited from the directory's default ACL). Returns 0, or an errno with `text` set. */
+static int drop_new_xattrs(int tfd, int ofd, const char *path, char *text, size_t size) {
+  ssize_t olds = old_xattrs(ofd, path, old_names, sizeof old_names);
+  if (olds < 0 && (errno == ENOTSUP || errno == ENOSYS)) olds = 0;
+  if (olds < 0) { int e = errno; snprintf(text, size, "cannot read the file's extended attributes"); return e; }
+  ssize_t news = flistxattr(tfd, new_names, sizeof new_names);
+  if (news < 0) return errno == ENOTSUP || errno == ENOSYS ? 0 : (snprintf(text, size, "cannot read the new file's extended attributes"), errno);
+  for (const char *name = new_names; name < new_names + news; name += strlen(name) + 1) {
+    if (listed(old_names, olds, name)) continue;
+    if (fremovexattr(tfd, name) != 0 && errno != ENODATA) {
+      int e = errno;
+      snprintf(text, size, "cannot replace the file without giving it the extended attribute %.255s (the new file got it from its directory)", name);
+      return e;
+    }
+  }
+  return 0;
+}
+
+/* After the owner and mode: give the new file every attribute of the old one (the names read by
+ * drop_new_xattrs), skipping those it has already with the same value. One that cannot be set
+ * (a security.* or trusted.* one without the privilege it needs) refuses the write, naming it:
+ * never a replacement that silently loses it. Returns 0, or an errno with `text` set. */
+static int copy_old_xattrs(int tfd, int ofd, const char *path, char *text, size_t size) {
+  ssize_t olds = old_xattrs(ofd, path, old_names, sizeof old_names);
+  if (olds < 0 && (errno == ENOTSUP || errno == ENOSYS)) olds = 0;
+  if (olds < 0) { int e = errno; snprintf(text, size, "cannot read the file's extended attributes"); return e; }
+  for (const char *name = old_names; name < old_names + olds; name += strlen(name) + 1) {
+    ssize_t length = old_xattr(ofd, path, name, old_value, sizeof old_value);
+    if (length < 0 && errno == ENODATA) continue;
+    if (length < 0) { int e = errno; snprintf(text, size, "cannot read the file's extended attribute %.255s", name); return e; }
+    ssize_t now = fgetxattr(tfd, name, new_value, sizeof new_value);
+    if (now == length && memcmp(new_value, old_value, (size_t)length) == 0) continue;
+    if (fsetxattr(tfd, name, old_value, (size_t)length, 0) != 0) {
+      int e = errno;
+      snprintf(text, size, "cannot replace the file and keep its extended attribute %.255s", name);
+      return e;
+    }
+  }
+  return 0;
+}
+
 /*
  * write: fields path, guard (n unconditional | c createIfAbsent | v replaceIfVersion |
  * h replaceIfVersion and the content's SHA-256; followed by `f` to fsync), expected version, expected hash, before limit
@@ -961,7 +1032,9 @@ static void op_write(uint32_t id, fields_t *f) {
    * O_TMPFILE (or /proc, which names the file's fd for linkat), a hidden named one is used. */
   char temp[NAME_MAX + 1] = "";
   int tfd = -1;
-  if (proc_fds) tfd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  /* Made as any new file is (0666 less the umask, or as the directory's default ACL says): an
+   * unnamed file no one else can open. A replacement then takes the old file's mode. */
+  if (proc_fds) tfd = openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   int anonymous = tfd >= 0;
   for (int attempt = 0; attempt < 100 && tfd < 0; attempt++) {
     name_temp(temp, sizeof temp, name);
@@ -1010,7 +1083,7 @@ static void op_write(uint32_t id, fields_t *f) {
     return;
   }
   const char *fail_code = NULL;
-  char fail_text[256] = "";
+  char fail_text[512] = "";
   int fail_errno = 0;
   buf_t b = { 0 };
   if (lock_dir(dfd) != 0) {
@@ -1019,15 +1092,19 @@ static void op_write(uint32_t id, fields_t *f) {
   }
   struct stat old;
   int exists = 0;
+  /* The replaced file, opened as a path (no access needed): its stat and its attributes are one
+   * inode's. */
+  int ofd = -1;
   /* The name is a symbolic link now: the key it was given is canonical (no link in it), so one
    * was swapped in. It is replaced, never followed: nothing of its target (owner, mode, old
    * text) is taken, a guarded write is stale, and a create refuses it as upstream does. */
   int linked = 0;
   if (fail_code == NULL) {
-    struct stat entry;
-    linked = fstatat(dfd, name, &entry, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(entry.st_mode);
-    if (!linked && fstatat(dfd, name, &old, 0) == 0) exists = 1;
-    else if (!linked && errno != ENOENT) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot stat"); }
+    ofd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (ofd >= 0 && fstat(ofd, &old) == 0) {
+      linked = S_ISLNK(old.st_mode);
+      exists = !linked;
+    } else if (ofd >= 0 || errno != ENOENT) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot stat"); }
   }
   if (fail_code == NULL && fail_errno == 0 && linked && guard[0] != 'n') {
     fail_code = guard[0] == 'c' ? "NOTREG" : "STALE";
@@ -1046,18 +1123,30 @@ static void op_write(uint32_t id, fields_t *f) {
     }
   }
   if (fail_code == NULL && fail_errno == 0 && exists) {
-    /* Keep the owner, then the mode (chown clears set-id bits, so the mode comes second). */
-    if ((old.st_uid != geteuid() || old.st_gid != getegid()) && fchown(tfd, old.st_uid, old.st_gid) != 0) {
+    /* Keep the attributes, the owner, then the mode (chown clears set-id bits and file
+     * capabilities, so the mode and the attributes come after it; an ACL set last makes the
+     * group bits its mask, as they are on the old file). */
+    if ((fail_errno = drop_new_xattrs(tfd, ofd, path, fail_text, sizeof fail_text)) != 0) {
+      /* fail_text names it */
+    } else if ((old.st_uid != geteuid() || old.st_gid != getegid()) && fchown(tfd, old.st_uid, old.st_gid) != 0) {
       fail_errno = errno;
       snprintf(fail_text, sizeof fail_text, "cannot replace the file and keep its owner %u:%u (this user is %u:%u)", (unsigned)old.st_uid, (unsigned)old.st_gid, (unsigned)geteuid(), (unsigned)getegid());
     } else if (fchmod(tfd, old.st_mode & 07777) != 0) {
       fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot keep the file's mode");
+    } else {
+      fail_errno = copy_old_xattrs(tfd, ofd, path, fail_text, sizeof fail_text);
     }
-  } else if (fail_code == NULL && fail_errno == 0) {
+  } else if (fail_code == NULL && fail_errno == 0 && (!anonymous || fgetxattr(dfd, "system.posix_acl_default", NULL, 0) <= 0)) {
+    /* A new file's mode, 0666 less the umask: a named temporary file was made 0600 (it has a
+     * name others could open), and before Linux 6.0 an unnamed one on a filesystem without
+     * ACLs did not get the umask (vfs_tmpfile; commit ac6800e279a2). Under a directory's
+     * default ACL the unnamed one already has what any new file there gets (acl(5): the umask
+     * is not applied then), which a chmod would change. */
     mode_t mask = umask(0);
     umask(mask);
     if (fchmod(tfd, 0666 & ~mask) != 0) { fail_errno = errno; snprintf(fail_text, sizeof fail_text, "cannot set the new file's mode"); }
   }
+  if (ofd >= 0) close(ofd);
   if (fail_code == NULL && fail_errno == 0) {
     struct timespec stamp[2] = { unique_now(), { 0, UTIME_OMIT } };
     stamp[1] = stamp[0];
