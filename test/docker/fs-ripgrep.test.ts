@@ -75,6 +75,6 @@ describe('a world without ripgrep', () => {
 
   it('a later client finds the copy and copies nothing', async () => {
     const made = await world(container)
-    expect(await installWorldTool(worldOwnerOf(made.runtime)!, 'rg')).toEqual({ path: `/home/agent/.cache/dsh-remote-worlds/tools/${worldTool('rg', 'x86_64').sha256}/rg`, copied: false })
+    expect(await installWorldTool(worldOwnerOf(made.runtime)!, 'rg')).toEqual({ name: 'rg', sha256: worldTool('rg', 'x86_64').sha256, path: `/home/agent/.cache/dsh-remote-worlds/tools/${worldTool('rg', 'x86_64').sha256}/rg`, copied: false })
   })
 })

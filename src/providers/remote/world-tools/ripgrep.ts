@@ -5,7 +5,8 @@
  * world. A spawn of that path runs the world's ripgrep instead, by an absolute path: the
  * world's own `rg` on its PATH where neither it nor its directory is writable by the world's
  * user (a system install: the project image has Debian's; never one a confined agent could
- * have put in `~/.local/bin`), else this package's copy of the packaged Linux build for the
+ * have put in `~/.local/bin`; for root, who may write everything, one in the system's own
+ * directories, {@link SYSTEM_DIRECTORIES}), else this package's copy of the packaged Linux build for the
  * world's architecture (install.ts), verified at each start (launch.ts), so the search reads
  * the same files as the shell and `read`.
  * @module dsh-remote-worlds/providers/remote/world-tools/ripgrep
@@ -28,18 +29,22 @@ export function isPackagedRipgrep(program: string): boolean {
   return PACKAGED_RIPGREP.test(path) || program === `${process.execPath}-rg`
 }
 
+/** Where a root world's own `rg` is taken from (the FHS's command directories). */
+export const SYSTEM_DIRECTORIES: readonly string[] = Object.freeze(['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
+
 /** The ripgrep a search runs in the world: a system `rg` by its path, or the package's verified copy. */
 export type WorldRipgrep = { system: string } | { copy: WorldToolCopy }
 
 /**
  * The ripgrep to run in the world: the first `rg` on `path` (the spawn's PATH) that the world's
- * user may execute and not write, nor its directory; else the package's copy (copied in on
- * first use).
+ * user may execute and not write, nor its directory (root: the first in a system directory);
+ * else the package's copy (copied in on first use).
  * @throws WorldToolUnavailableError when the world has none and the copy cannot be made.
  */
 export async function worldRipgrep(owner: WorldOwner, control: ControlChannel, path: string | undefined): Promise<WorldRipgrep> {
-  const candidates = (path ?? '').split(':').filter(dir => dir.startsWith('/') && !/[\0\n]/.test(dir)).map(dir => posix.join(dir, 'rg'))
-  const found = candidates.length === 0 ? undefined : await control.firstExecutable(candidates, { unwritable: true })
+  const root = control.info.uid === 0
+  const candidates = (path ?? '').split(':').filter(dir => dir.startsWith('/') && !/[\0\n]/.test(dir) && (!root || SYSTEM_DIRECTORIES.includes(dir))).map(dir => posix.join(dir, 'rg'))
+  const found = candidates.length === 0 ? undefined : await control.firstExecutable(candidates, { unwritable: !root })
   if (found !== undefined) return { system: candidates[found]! }
   // Looked up again for each search (control.sh `tool`: the hash of the cached copy, a few ms):
   // a search's spawn has no retry of its own, so a copy refused at its start (launch.ts) would
