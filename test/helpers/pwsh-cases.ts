@@ -10,6 +10,7 @@ import { expect, it } from 'vitest'
 import type { RemoteWorld, TimedSendResult, WorldTerminal } from '../../src/backend/world.ts'
 import { sessionLeftovers } from '../../src/cli/run.ts'
 import { waitForOutput } from '../docker/helpers.ts'
+import { type AssemblyCode, assemblyCode } from './ready-to-run.ts'
 
 /** Opens a composed world whose terminals run pwsh (the caller disposes it). */
 export type OpenPwshWorld = () => Promise<RemoteWorld>
@@ -36,6 +37,35 @@ async function expectOutput(terminal: WorldTerminal, text: string, lines: string
 }
 
 /**
+ * The bytes of `file` under the directory of the world's `pwsh` (its PSHOME: the link on PATH
+ * resolved), read by the world's own process half.
+ * @throws Error unless the read exits 0.
+ */
+async function pshomeFile(world: RemoteWorld, file: string): Promise<Buffer> {
+  const handle = world.runtime.spawn({
+    argv: ['sh', '-c', 'exec cat "$(dirname "$(readlink -f "$(command -v pwsh)")")/$1"', 'sh', file],
+    cwd: '/tmp',
+    graceMs: 1_000,
+    stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+  })
+  const chunks: Buffer[] = []
+  handle.stdout!.on('data', (chunk: Buffer) => chunks.push(chunk))
+  handle.stderr!.resume()
+  const [outcome] = await Promise.all([handle.done, new Promise(resolve => handle.stdout!.once('end', resolve))])
+  if (outcome.exitCode !== 0) throw new Error(`reading ${file} under PSHOME exited ${JSON.stringify(outcome)}`)
+  return Buffer.concat(chunks)
+}
+
+/** The assemblies every pwsh start runs (docker/ready-to-run.sh compiles them). */
+const STARTUP_ASSEMBLIES = [
+  'pwsh.dll',
+  'System.Management.Automation.dll',
+  'Microsoft.PowerShell.ConsoleHost.dll',
+  'Microsoft.PowerShell.Commands.Utility.dll',
+  'Modules/PSReadLine/Microsoft.PowerShell.PSReadLine.dll',
+] as const
+
+/**
  * Register the cases (call inside a `describe`).
  * @param open - opens a fresh world for each case.
  */
@@ -52,6 +82,17 @@ export function pwshCases(open: OpenPwshWorld): void {
       }
     })
   }
+
+  it('the assemblies every pwsh start runs are ReadyToRun code in the world, not IL the start must JIT-compile', async () => {
+    const world = await open()
+    try {
+      const kinds: Record<string, AssemblyCode> = {}
+      for (const file of STARTUP_ASSEMBLIES) kinds[file] = assemblyCode(await pshomeFile(world, file))
+      expect(kinds).toEqual(Object.fromEntries(STARTUP_ASSEMBLIES.map(file => [file, 'ReadyToRun'])))
+    } finally {
+      await world.dispose()
+    }
+  })
 
   withTerminal('Get-Location prints the working directory, and a variable persists to the next send', async terminal => {
     await expectOutput(terminal, 'Get-Location', ['Path', '----', '/tmp'])
