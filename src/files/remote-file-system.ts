@@ -121,6 +121,30 @@ export const LIST_DIR_MAX_ENTRIES = 100_000
  */
 export const LIST_DIR_MAX_BYTES = 64 * 1024 * 1024
 
+/**
+ * What a replacement says beyond upstream's outcome (an extension of its type: upstream's
+ * consumers read only their own fields). A write or edit publishes a new file under the name
+ * (atomic rename), so the replaced file's other hard links keep its old content: they are no
+ * longer the same file. Upstream's local provider does the same, and says nothing.
+ */
+export interface RemoteReplacementFacts {
+  /**
+   * The other hard links of the replaced file (its link count less one), which still hold the
+   * old content; absent when it had none (or the write created the file).
+   */
+  detachedLinks?: number
+}
+
+/** {@link RemoteFileSystem.writeText}'s outcome: upstream's, with {@link RemoteReplacementFacts}. */
+export type RemoteWriteOutcome = FsWriteOutcome & RemoteReplacementFacts
+/** {@link RemoteFileSystem.editText}'s outcome: upstream's, with {@link RemoteReplacementFacts}. */
+export type RemoteEditOutcome = FsEditOutcome & RemoteReplacementFacts
+
+/** The facts of a replacement whose file had `links` links. */
+function replacementFacts(links: number): RemoteReplacementFacts {
+  return links > 1 ? { detachedLinks: links - 1 } : {}
+}
+
 /** A stat record of the server: type, mode (octal), uid, gid, size, version. */
 interface WorldStat {
   type: 'file' | 'directory' | 'symlink' | 'other'
@@ -639,7 +663,7 @@ export class RemoteFileSystem extends FileSystem {
   }
 
   /** One publication by the server (see server/fsd.c `op_write`). */
-  private async publish(target: FsTarget, verb: 'write' | 'edit', content: Buffer, guard: { kind: 'n' | 'c' | 'v' | 'h'; version?: string; sha256?: string }, beforeLimit: number, roots: readonly string[], policy: SandboxExecutionPolicy): Promise<{ operation: 'create' | 'update'; version: FsVersion; before: Buffer | undefined }> {
+  private async publish(target: FsTarget, verb: 'write' | 'edit', content: Buffer, guard: { kind: 'n' | 'c' | 'v' | 'h'; version?: string; sha256?: string }, beforeLimit: number, roots: readonly string[], policy: SandboxExecutionPolicy): Promise<{ operation: 'create' | 'update'; version: FsVersion; before: Buffer | undefined; links: number }> {
     // Counted at the start and at the end: a resolve answered while this was in flight does not fold.
     this.mutations += 1
     try {
@@ -649,7 +673,7 @@ export class RemoteFileSystem extends FileSystem {
       const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write', onData: part => parts.push(Buffer.from(part)), maxData: beforeLimit })
       const out = decodeFields(reply.payload)
       const record = parseRecord(out, 1)
-      return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? Buffer.concat(parts) : undefined }
+      return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? Buffer.concat(parts) : undefined, links: Number(out[8]?.toString('latin1') ?? '0') }
     } finally {
       this.mutations += 1
     }
@@ -657,8 +681,10 @@ export class RemoteFileSystem extends FileSystem {
 
   /**
    * Atomically create or replace the file with `content` (UTF-8). Missing parent directories
-   * are made. An existing file keeps its mode and owner (a write that cannot keep its owner is
-   * refused, never silently re-owned); a new one gets 0666 less the world's umask.
+   * are made (and removed again when the write fails). An existing file keeps its mode, owner,
+   * ACL and extended attributes (a write that cannot keep them is refused, never silently
+   * re-owned or stripped); a new one gets what any new file there gets. A replaced file's other
+   * hard links keep the old content: the outcome's `detachedLinks` counts them.
    * @param expected - `createIfAbsent` publishes without replacing (FS_NOT_OBSERVED when a file
    *   is there, even one created a moment before by someone else); `replaceIfVersion` replaces
    *   only that version (FS_STALE_VERSION), checked under the lock; omitted: unconditional.
@@ -667,13 +693,13 @@ export class RemoteFileSystem extends FileSystem {
    *   FS_PERMISSION_DENIED, FS_NOT_FOUND (a parent is a file), FS_IO_ERROR (disk full, the
    *   world lost: nothing was published), FS_ABORTED (before anything was sent).
    */
-  override async writeText(target: FsTarget, content: string, expected?: FsWriteIntent, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsWriteOutcome> {
+  override async writeText(target: FsTarget, content: string, expected?: FsWriteIntent, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<RemoteWriteOutcome> {
     checkAborted(signal, 'write')
     this.checkOpen('write', target.displayPath)
     return this.withLock(target, () => this.write(target, content, expected, signal, sandboxPolicy))
   }
 
-  private async write(target: FsTarget, content: string, expected: FsWriteIntent | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<FsWriteOutcome> {
+  private async write(target: FsTarget, content: string, expected: FsWriteIntent | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<RemoteWriteOutcome> {
     const policy = sandboxPolicy ?? this.standingPolicy()
     const fence = await this.fenced(target, 'write', policy)
     checkAborted(signal, 'write')
@@ -687,25 +713,27 @@ export class RemoteFileSystem extends FileSystem {
       version: published.version,
       before: published.operation === 'update' && published.before !== undefined ? diffBasis(published.before) : null,
       after: normalizeLineEndings(content),
+      ...replacementFacts(published.links),
     }
   }
 
   /**
    * Replace literal text (see {@link applyLiteralEdit}) and publish atomically, keeping the
-   * file's line endings, mode and owner. The guard is checked before matching.
+   * file's line endings, mode, owner, ACL and extended attributes (its other hard links keep the
+   * old content: `detachedLinks` counts them). The guard is checked before matching.
    * @param expected - the version the caller read; a file at another version (or gone) is
    *   FS_STALE_VERSION, also when it changes between this read and the publication.
    * @throws FsError FS_STALE_VERSION (also for a missing file, guarded or not), FS_EDIT_NOT_FOUND,
    *   FS_AMBIGUOUS_EDIT, FS_NOT_TEXT, FS_NOT_REGULAR_FILE, FS_SANDBOX_DENIED,
    *   FS_PERMISSION_DENIED, FS_IO_ERROR, FS_ABORTED.
    */
-  override async editText(target: FsTarget, edit: FsEditRequest, expected?: { version: FsVersion }, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<FsEditOutcome> {
+  override async editText(target: FsTarget, edit: FsEditRequest, expected?: { version: FsVersion }, signal?: AbortSignal, sandboxPolicy?: SandboxExecutionPolicy): Promise<RemoteEditOutcome> {
     checkAborted(signal, 'edit')
     this.checkOpen('edit', target.displayPath)
     return this.withLock(target, () => this.edit(target, edit, expected, signal, sandboxPolicy))
   }
 
-  private async edit(target: FsTarget, edit: FsEditRequest, expected: { version: FsVersion } | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<FsEditOutcome> {
+  private async edit(target: FsTarget, edit: FsEditRequest, expected: { version: FsVersion } | undefined, signal: AbortSignal | undefined, sandboxPolicy: SandboxExecutionPolicy | undefined): Promise<RemoteEditOutcome> {
     const policy = sandboxPolicy ?? this.standingPolicy()
     const fence = await this.fenced(target, 'edit', policy)
     const stale = (): FsError => new FsError(`cannot edit "${target.displayPath}": file changed since it was read`, 'FS_STALE_VERSION')
@@ -726,7 +754,7 @@ export class RemoteFileSystem extends FileSystem {
       checkAborted(signal, 'edit')
       try {
         const published = await this.publish(fence.target, 'edit', content, { kind: 'h', version: read.version, sha256: createHash('sha256').update(read.bytes).digest('hex') }, 0, fence.roots, policy)
-        return { version: published.version, before: original, after: edited.content }
+        return { version: published.version, before: original, after: edited.content, ...replacementFacts(published.links) }
       } catch (error) {
         const lostRace = error instanceof FsError && error.code === 'FS_STALE_VERSION'
         if (!lostRace || expected !== undefined || performance.now() - started > UNGUARDED_EDIT_RETRY_MS) throw lostRace ? stale() : error

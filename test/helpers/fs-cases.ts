@@ -10,6 +10,7 @@ import { FsError, type FileSystem, type FsTarget } from '@deepseek-ai/dsh-fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { RemoteWorld } from '../../src/backend/world.ts'
 import { FileServers } from '../../src/files/file-servers.ts'
+import type { RemoteEditOutcome, RemoteWriteOutcome } from '../../src/files/remote-file-system.ts'
 import { decodeFields } from '../../src/files/protocol.ts'
 import { ServerRefusal } from '../../src/files/server-channel.ts'
 import { worldOwnerOf } from '../../src/providers/remote/world-owner.ts'
@@ -396,6 +397,19 @@ export function fsCases(world: FsWorld): void {
         expect(await sh(`cat ${file}; python3 -c "${XATTR_DUMP}" ${file}`)).toBe(`old\n${before}`)
         await root.fs!.writeText(await root.fs!.resolve(file), 'by root\n')
         expect(await sh(`cat ${file}; python3 -c "${XATTR_DUMP}" ${file}`)).toBe(`by root\n${before}`)
+      })
+
+      it('replaces a file with hard links under its name alone: the other links keep the old content, and the outcome counts them (detachedLinks)', async () => {
+        await sh(`printf 'old\\n' > ${dir}/linked && ln ${dir}/linked ${dir}/linked-2 && ln ${dir}/linked ${dir}/linked-3`)
+        const written: RemoteWriteOutcome = await fs.writeText(await at('linked'), 'new\n')
+        expect(written).toMatchObject({ operation: 'update', before: 'old\n', after: 'new\n', detachedLinks: 2 })
+        expect(await sh(`cat ${dir}/linked ${dir}/linked-2; stat -c %h ${dir}/linked ${dir}/linked-2`)).toBe('new\nold\n1\n2\n')
+        const edited: RemoteEditOutcome = await fs.editText(await at('linked-2'), { oldString: 'old', newString: 'OLD', replaceAll: false })
+        expect(edited).toMatchObject({ before: 'old\n', after: 'OLD\n', detachedLinks: 1 })
+        expect(await sh(`cat ${dir}/linked-2 ${dir}/linked-3`)).toBe('OLD\nold\n')
+        // A file with one link, and a new one, say nothing.
+        expect(Object.keys(await fs.writeText(await at('linked'), 'again\n')).sort()).toEqual(['after', 'before', 'operation', 'version'])
+        expect(Object.keys(await fs.writeText(await at('unlinked-new'), 'n')).sort()).toEqual(['after', 'before', 'operation', 'version'])
       })
 
       it('refuses to replace a file it cannot keep the owner of (FS_PERMISSION_DENIED), leaving it as it was', async () => {

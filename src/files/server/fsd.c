@@ -972,7 +972,9 @@ static int copy_old_xattrs(int tfd, int ofd, const char *path, char *text, size_
  * directory's flock, the guard is checked, the old file's owner and mode are copied onto the new
  * one, and it is published by rename (or by link, which never replaces, for createIfAbsent).
  * Replies: the old content as D frames (when it is returned), then K: operation, the new
- * record, and "1" when the D frames carried the old content, else "0".
+ * record, "1" when the D frames carried the old content, else "0", and the replaced file's link
+ * count ("0" for a create): its other hard links keep the old content, since the rename gives
+ * the name a new inode.
  */
 static void op_write(uint32_t id, fields_t *f) {
   char *path = next_field(f, NULL);
@@ -1186,6 +1188,7 @@ static void op_write(uint32_t id, fields_t *f) {
       if (fstatat(dfd, name, &now, 0) != 0) fstat(tfd, &now);
       buf_record(&b, &now);
       buf_str(&b, have_before ? "1" : "0");
+      buf_num(&b, exists ? (unsigned long long)old.st_nlink : 0);
       /* Published: the old content goes first, in chunks (each frame within MAX_REPLY). */
       for (size_t at = 0; have_before && at < before.length; at += DATA_CHUNK) send_frame(id, 'D', before.data + at, before.length - at < DATA_CHUNK ? before.length - at : DATA_CHUNK);
     }
