@@ -46,7 +46,7 @@ import { fsErrorOf, type FsErrorContext } from './errors.ts'
 import { type Confine, FileServers } from './file-servers.ts'
 import { displayPathOf, fileUrlOf, isWithin, rawJoin } from './paths.ts'
 import { decodeFields } from './protocol.ts'
-import type { ServerChannel, ServerReply } from './server-channel.ts'
+import { type ServerChannel, type ServerReply, ServerRefusal } from './server-channel.ts'
 import { TextStreamDecoder, applyLiteralEdit, decodeText, detectLineEndings, diffBasis, normalizeLineEndings, restoreLineEndings } from './text.ts'
 
 /** Configuration of {@link RemoteFileSystem}. */
@@ -670,7 +670,16 @@ export class RemoteFileSystem extends FileSystem {
       const fields = [this.processPath(target), `${guard.kind}${this.flushed ? 'f' : ''}`, guard.version ?? '', guard.sha256 ?? '', String(beforeLimit), String(roots.length), ...roots, String(content.length)]
       // The replaced content comes as data frames, less than beforeLimit bytes in all.
       const parts: Buffer[] = []
-      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write', onData: part => parts.push(Buffer.from(part)), maxData: beforeLimit })
+      const reply = await this.request({ verb, displayPath: target.displayPath }, 'w', fields, { content, policy, role: 'write', onData: part => parts.push(Buffer.from(part)), maxData: beforeLimit }).catch((error: unknown) => {
+        // A read-only file system under a confined mode is the fence's (sandbox/fence.ts keeps
+        // directories that programs outside it read fixed, inside a writable workspace): the
+        // sandbox denied it, which the file tools render as such.
+        const refusal = error instanceof FsError ? error.cause : undefined
+        if (policy.mode !== 'danger-full-access' && refusal instanceof ServerRefusal && refusal.code === 'EROFS') {
+          throw new FsError(`cannot ${verb} "${target.displayPath}": file access denied under ${policy.mode} mode: its directory is read-only inside the sandbox (${refusal.message}); the sandbox keeps fixed what programs outside it read, such as HOME's own entries and dot-entries`, 'FS_SANDBOX_DENIED', { cause: error })
+        }
+        throw error
+      })
       const out = decodeFields(reply.payload)
       const record = parseRecord(out, 1)
       return { operation: out[0]!.toString('latin1') === 'create' ? 'create' : 'update', version: record.version, before: out[7]?.toString('latin1') === '1' ? Buffer.concat(parts) : undefined, links: Number(out[8]?.toString('latin1') ?? '0') }

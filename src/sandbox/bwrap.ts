@@ -24,7 +24,7 @@ import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
-import { type FencePlan, fenceArgs, fenceListingScript, parseFenceListing, protectedPaths, rootRefusal } from './fence.ts'
+import { type FencePlan, fenceArgs, fenceListingScript, homeOf, parseFenceListing, protectedPaths, rootRefusal } from './fence.ts'
 import { isWithin } from '../providers/remote/paths.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
@@ -90,6 +90,8 @@ export type BwrapProbe =
     fences: Readonly<Record<string, FencePlan>>
     /** What a fence keeps fixed in this world (fence.ts `protectedPaths`). */
     protected: readonly string[]
+    /** The user's HOME, whose dot-entries a fence keeps read-only (fence.ts `homeOf`). */
+    home?: string | undefined
   }
   | { usable: false; reason: string }
 
@@ -121,7 +123,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Read
  * Parse the probe script's output.
  * @param workspaceRoots - the roots the script probed, in order.
  */
-export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[] } = { fences: {}, protected: [] }): BwrapProbe {
+export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[]; home?: string | undefined } = { fences: {}, protected: [] }): BwrapProbe {
   let path = ''
   let version = ''
   let ro: BwrapProfileProbe | undefined
@@ -146,7 +148,7 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
   workspaceRoots.forEach((root, index) => {
     workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
   })
-  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected }
+  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected, ...(fence.home !== undefined ? { home: fence.home } : {}) }
 }
 
 /**
@@ -154,17 +156,17 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
  * paths, none for the others.
  * @throws whatever `run` throws.
  */
-async function planFences(run: RemoteRun, workspaceRoots: readonly string[], protectedAll: readonly string[]): Promise<Record<string, FencePlan>> {
+async function planFences(run: RemoteRun, workspaceRoots: readonly string[], protectedAll: readonly string[], home: string | undefined): Promise<Record<string, FencePlan>> {
   const fences: Record<string, FencePlan> = {}
   for (const root of workspaceRoots) {
-    const refused = rootRefusal(root, protectedAll)
+    const refused = rootRefusal(root, protectedAll, home)
     const inside = protectedAll.filter(path => isWithin(root, path))
     if (refused !== undefined) fences[root] = { refused }
     else if (inside.length === 0) fences[root] = { args: [], frozen: [] }
     else {
       const listed = await run(fenceListingScript(root, inside))
       fences[root] = listed.exitCode === 0
-        ? fenceArgs(root, protectedAll, parseFenceListing(listed.stdout))
+        ? fenceArgs(root, protectedAll, parseFenceListing(listed.stdout), home)
         : { refused: `the listing of what the fence keeps fixed in ${root} failed (exit ${listed.exitCode}): ${listed.stderr.trim().slice(0, 300)}` }
     }
   }
@@ -176,15 +178,17 @@ async function planFences(run: RemoteRun, workspaceRoots: readonly string[], pro
  * @param run - runs a POSIX sh script remotely as the terminals' user.
  * @param workspaceRoots - roots to probe the workspace-write profile for (it binds the root, which must exist).
  * @param ambient - the login's ambient environment (HOME and PATH name what a fence keeps fixed).
+ * @param uid - the world user's uid (its world-tool cache in /var/tmp is kept fixed too).
  * @returns the verdict (a script that ran but failed is an unusable verdict).
  * @throws whatever `run` throws (e.g. the world cannot be reached: nothing can run there anyway).
  */
-export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = [], ambient: Readonly<Record<string, string>> = {}): Promise<BwrapProbe> {
-  const protectedAll = protectedPaths(ambient)
-  const fences = await planFences(run, workspaceRoots, protectedAll)
+export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = [], ambient: Readonly<Record<string, string>> = {}, uid?: number): Promise<BwrapProbe> {
+  const protectedAll = protectedPaths(ambient, uid)
+  const home = homeOf(ambient)
+  const fences = await planFences(run, workspaceRoots, protectedAll, home)
   const result = await run(bwrapProbeScript(workspaceRoots, fences))
   if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }
-  return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll })
+  return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll, home })
 }
 
 /** Construction options of {@link BubblewrapSandboxProvider}. */
@@ -226,7 +230,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     if (!probe.usable) return { refused: probe.reason }
     const probed = probe.fences[workspaceRoot]
     if (probed !== undefined) return probed
-    const refused = rootRefusal(workspaceRoot, probe.protected)
+    const refused = rootRefusal(workspaceRoot, probe.protected, probe.home)
     if (refused !== undefined) return { refused }
     const inside = probe.protected.filter(path => isWithin(workspaceRoot, path))
     if (inside.length === 0) return { args: [], frozen: [] }
@@ -256,7 +260,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     const refusal = this.refusal(policy.mode, policy.workspaceRoot)
     if (refusal !== undefined || !this.config.probe.usable) {
       throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`,
-        'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present)')
+        'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present), or choose a workspace its fence can keep (the reason names what it cannot)')
     }
     return {
       argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : []), '--', ...argv],
@@ -300,7 +304,8 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       ]
       const fence = mode === 'workspace-write' ? this.fence(workspaceRoot) : undefined
       if (fence !== undefined && 'frozen' in fence && fence.frozen.length > 0) {
-        facts.push(`kept fixed inside the workspace: what programs outside the fence run or read (${probe.usable ? probe.protected.filter(path => isWithin(workspaceRoot, path)).join(', ') : ''}); no new name can be made directly in ${fence.frozen.join(', ')}`)
+        const home = probe.usable && probe.home !== undefined && isWithin(workspaceRoot, probe.home) ? `every dot-entry of ${probe.home}, ` : ''
+        facts.push(`kept fixed inside the workspace: what programs outside the fence run or read (${home}${probe.usable ? probe.protected.filter(path => isWithin(workspaceRoot, path)).join(', ') : ''}); no new name can be made directly in ${fence.frozen.join(', ')}`)
       }
       const probed = probe.usable ? probe.workspaces[workspaceRoot] : undefined
       if (mode === 'workspace-write' && probed === undefined) facts.push(`workspace ${workspaceRoot} not probed: bwrap fails the start if it does not exist`)

@@ -9,9 +9,15 @@
  *   reads `~/.bashrc` for it (SSH_SOURCE_BASHRC); login shells read the profiles;
  * - `~/.ssh` (`rc`, run by sshd before every command; `environment`; `authorized_keys`);
  * - every directory on the login PATH, and the ones Debian's and Ubuntu's `~/.profile` add when
- *   they exist (`~/bin`, `~/.local/bin`): a program found there runs outside the fence.
- * The world-tool cache is not among them: no cache directory inside a writable root is used
- * (world-tools/install.ts `fenceWritableRoots`), and each start verifies its copy (launch.ts).
+ *   they exist (`~/bin`, `~/.local/bin`): a program found there runs outside the fence;
+ * - every other entry of HOME whose name starts with a dot: what the startup files source
+ *   (`~/.cargo/env`, `~/.bashrc.d/*`, `~/.bash_aliases`) and what the user's own programs run
+ *   or trust (`~/.local/pipx`, `~/.cargo/bin`, `~/.cache`, `~/.gitconfig`) cannot be listed, but
+ *   it lives there by convention: with the workspace at HOME, HOME's dot-entries are read-only;
+ * - the world-tool caches, where another client of the same user (one without this fence)
+ *   runs what it finds after hashing it: a copy writable inside the fence could be changed
+ *   between that check and the run (`~/.cache` is a dot-entry; `/var/tmp/dsh-remote-tools-UID`
+ *   is listed; /tmp and /dev/shm are the fence's own).
  *
  * How they are kept fixed: every directory from the workspace root down to the parent of a
  * protected path is FROZEN: bound read-only over the workspace's read-write bind, with each of
@@ -20,9 +26,12 @@
  * missing one cannot be created, and everything else in the workspace stays writable; the price
  * is that no new name can be made directly in a frozen directory (EROFS: `touch ~/new` with the
  * workspace at HOME), which the sandbox report says. What the fence cannot keep fixed is
- * refused with the path and why: a workspace that is itself protected or contains /tmp (where
- * the package keeps its held shells and state), a protected path that is a symlink into the
- * workspace, and a workspace the probe did not look at.
+ * refused with the path and why: a workspace that is itself protected, lies in a dot-entry of
+ * HOME or contains /tmp (where the package keeps its held shells and state), a protected path
+ * that is a symlink into the workspace, a protected file with more than one hard link (its
+ * other name may lie in the workspace), and a workspace the probe did not look at. What the
+ * fence cannot see is a startup file that sources a path outside HOME's dot-entries inside the
+ * workspace (`. ~/src/env.sh`): docs/how-it-works.md says so.
  * @module dsh-remote-worlds/sandbox/fence
  */
 import { posix } from 'node:path'
@@ -36,14 +45,28 @@ const HOME_ENTRIES: readonly string[] = Object.freeze([
   '.ssh', 'bin', '.local/bin',
 ])
 
-/**
- * The paths a fence keeps fixed in this world (see the module comment), from the login's
- * ambient HOME and PATH: absolute, normalized, no duplicates.
- */
-export function protectedPaths(ambient: Readonly<Record<string, string>>): string[] {
-  const paths = new Set<string>()
+/** HOME from the login's ambient environment, when it is an absolute path other than `/`. */
+export function homeOf(ambient: Readonly<Record<string, string>>): string | undefined {
   const home = ambient.HOME
-  if (home !== undefined && home.startsWith('/') && home !== '/') for (const entry of HOME_ENTRIES) paths.add(posix.join(home, entry))
+  return home !== undefined && home.startsWith('/') && home !== '/' && !/[\0\n]/.test(home) ? posix.normalize(home).replace(/(.)\/$/, '$1') : undefined
+}
+
+/** `path` is a dot-entry of `home` or lies in one (`~/.cargo`, `~/.cargo/env`). */
+export function inHomeDotEntry(path: string, home: string | undefined): boolean {
+  if (home === undefined || path === home || !isWithin(home, path)) return false
+  return path.slice(home.length + 1).startsWith('.')
+}
+
+/**
+ * The paths a fence keeps fixed in this world besides HOME's dot-entries (see the module
+ * comment), from the login's ambient HOME and PATH and the user's uid: absolute, normalized, no
+ * duplicates.
+ */
+export function protectedPaths(ambient: Readonly<Record<string, string>>, uid?: number): string[] {
+  const paths = new Set<string>()
+  const home = homeOf(ambient)
+  if (home !== undefined) for (const entry of HOME_ENTRIES) paths.add(posix.join(home, entry))
+  if (uid !== undefined) paths.add(`/var/tmp/dsh-remote-tools-${uid}`)
   for (const dir of (ambient.PATH ?? '').split(':')) if (dir.startsWith('/')) paths.add(posix.normalize(dir).replace(/(.)\/$/, '$1'))
   return [...paths].filter(path => !/[\0\n]/.test(path))
 }
@@ -66,7 +89,7 @@ type Kind = 'missing' | 'dir' | 'file' | 'link' | 'other'
 /** What the listing script saw of one workspace root. */
 export interface FenceListing {
   /** Each protected path inside the root: its kind, and for a symlink where it resolves. */
-  paths: Map<string, { kind: Kind; real?: string | undefined }>
+  paths: Map<string, { kind: Kind; real?: string | undefined; links?: number | undefined }>
   /** Each chain directory: its kind, and its entries (kind by full path). */
   chain: Map<string, { kind: Kind; real?: string | undefined; entries: Map<string, Kind> }>
 }
@@ -74,15 +97,16 @@ export interface FenceListing {
 /**
  * The script that lists what {@link fenceArgs} needs for `root`: one NUL-terminated record per
  * fact (`p KIND PATH` for a protected path, `c KIND DIR` for a chain directory, `e KIND ENTRY`
- * for each entry of one, and `t - REAL` after a symlink's record: where it resolves), the whole
+ * for each entry of one, `t - REAL` after a symlink's record: where it resolves, `n - LINKS`
+ * after a file's: its hard link count, stat(1)'s %h), the whole
  * hex-encoded by one od(1) so any byte of a name survives. It runs in /bin/sh whatever the login
  * shell (zsh aborts on a glob that matches nothing); builtins only but the od, and one
- * readlink(1) a symlink.
+ * readlink(1) a symlink and one stat(1) a file.
  */
 export function fenceListingScript(root: string, protectedInside: readonly string[]): string {
   const lines = [
     '_kind() { if [ -L "$1" ]; then _k=link; elif [ -d "$1" ]; then _k=dir; elif [ -f "$1" ]; then _k=file; elif [ -e "$1" ]; then _k=other; else _k=missing; fi; }',
-    '_rec() { _kind "$2"; printf \'%s %s %s\\0\' "$1" "$_k" "$2"; [ "$_k" != link ] || printf \'t - %s\\0\' "$(readlink -f -- "$2")"; }',
+    '_rec() { _kind "$2"; printf \'%s %s %s\\0\' "$1" "$_k" "$2"; [ "$_k" != link ] || printf \'t - %s\\0\' "$(readlink -f -- "$2")"; [ "$_k" != file ] || printf \'n - %s\\0\' "$(stat -c %h -- "$2")"; }',
     '{',
     ...protectedInside.map(path => `_rec p ${shQuote(path)}`),
     ...chainDirectories(root, protectedInside).map(dir => [
@@ -98,16 +122,16 @@ export function fenceListingScript(root: string, protectedInside: readonly strin
 export function parseFenceListing(stdout: string): FenceListing {
   const bytes = Buffer.from(stdout.replace(/[^0-9a-f]/gi, ''), 'hex')
   const listing: FenceListing = { paths: new Map(), chain: new Map() }
-  let last: { kind: Kind; real?: string | undefined } | undefined
+  let last: { kind: Kind; real?: string | undefined; links?: number | undefined } | undefined
   let entries: Map<string, Kind> | undefined
   for (const record of bytes.toString('utf8').split('\0')) {
-    const match = /^([pcet]) (\S+) (.*)$/s.exec(record)
+    const match = /^([pcetn]) (\S+) (.*)$/s.exec(record)
     if (match === null) continue
     const tag = match[1]!
     const kind = match[2]! as Kind
     const path = match[3]!
     if (tag === 'p') {
-      const seen: { kind: Kind; real?: string | undefined } = { kind }
+      const seen: { kind: Kind; real?: string | undefined; links?: number | undefined } = { kind }
       listing.paths.set(path, seen)
       last = seen
     } else if (tag === 'c') {
@@ -116,6 +140,7 @@ export function parseFenceListing(stdout: string): FenceListing {
       listing.chain.set(path, seen)
       last = seen
     } else if (tag === 'e') entries?.set(path, kind)
+    else if (tag === 'n') { if (last !== undefined) last.links = Number(path) }
     else if (last !== undefined) last.real = path
   }
   return listing
@@ -126,21 +151,23 @@ export type FencePlan = { args: string[]; frozen: string[] } | { refused: string
 
 /**
  * The refusal that needs no listing: a root that is protected itself, lies inside a protected
- * directory, or contains /tmp; undefined when the root may be fenced.
+ * directory or a dot-entry of `home`, or contains /tmp; undefined when the root may be fenced.
  */
-export function rootRefusal(root: string, protectedAll: readonly string[]): string | undefined {
+export function rootRefusal(root: string, protectedAll: readonly string[], home?: string): string | undefined {
   if (isWithin(root, '/tmp')) return `the workspace ${root} contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it`
   const covering = protectedAll.find(path => isWithin(path, root))
   if (covering !== undefined) return `the workspace ${root} is ${covering === root ? '' : 'inside '}${covering}, which programs outside the fence run or read (login shell startup, sshd, the PATH); choose a workspace that is not`
+  if (inHomeDotEntry(root, home)) return `the workspace ${root} is in ${home}/${root.slice(home!.length + 1).split('/')[0]}, a dot-entry of HOME, which the user's shells and programs read outside the fence; choose a workspace that is not`
   return undefined
 }
 
 /**
  * The fence of `root` from its listing (see the module comment).
  * @param protectedAll - every protected path of the world ({@link protectedPaths}).
+ * @param home - the world user's HOME ({@link homeOf}), whose dot-entries stay read-only.
  */
-export function fenceArgs(root: string, protectedAll: readonly string[], listing: FenceListing): FencePlan {
-  const early = rootRefusal(root, protectedAll)
+export function fenceArgs(root: string, protectedAll: readonly string[], listing: FenceListing, home?: string): FencePlan {
+  const early = rootRefusal(root, protectedAll, home)
   if (early !== undefined) return { refused: early }
   const inside = protectedAll.filter(path => isWithin(root, path))
   for (const path of inside) {
@@ -148,6 +175,9 @@ export function fenceArgs(root: string, protectedAll: readonly string[], listing
     if (seen === undefined) return { refused: `the workspace ${root} was not listed for ${path}` }
     if (seen.kind === 'link' && (seen.real === undefined || seen.real === '' || isWithin(root, seen.real))) {
       return { refused: `${path}, which programs outside the fence run or read, is a symlink to ${seen.real || 'an unresolvable path'} inside the workspace ${root}, which the fence cannot keep fixed; choose another workspace, or make ${path} a file` }
+    }
+    if (seen.kind === 'file' && seen.links !== undefined && seen.links > 1) {
+      return { refused: `${path}, which programs outside the fence run or read, has ${seen.links} hard links: another of its names may lie in the workspace ${root}, where the fence cannot keep it fixed; choose another workspace, or give ${path} a single link` }
     }
   }
   const keep = new Set(inside)
@@ -165,11 +195,12 @@ export function fenceArgs(root: string, protectedAll: readonly string[], listing
       if (seen.real === undefined || seen.real === '' || isWithin(root, seen.real)) return { refused: `${dir}, on the way to paths programs outside the fence run or read, is a symlink into the workspace ${root}, which the fence cannot keep fixed` }
       continue
     }
-    if (seen.kind !== 'dir') continue
+    // A directory in a dot-entry of HOME stays read-only whole: its dot-entry is not bound again.
+    if (seen.kind !== 'dir' || inHomeDotEntry(dir, home)) continue
     frozen.push(dir)
     args.push('--ro-bind', dir, dir)
     for (const [entry, kind] of [...seen.entries].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      if (keep.has(entry) || (kind !== 'dir' && kind !== 'file')) continue
+      if (keep.has(entry) || (kind !== 'dir' && kind !== 'file') || inHomeDotEntry(entry, home)) continue
       args.push('--bind', entry, entry)
     }
   }

@@ -46,8 +46,9 @@ export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxPr
   const owner = worldOwnerOf(runtime)
   if (owner !== undefined) fenceWritableRoots(owner, [workspaceRoot])
   const ambient = owner === undefined ? {} : (await owner.userEnvironment()).ambient
+  const uid = owner === undefined ? undefined : (await owner.control()).info.uid
   // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
-  const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot], ambient)
+  const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot], ambient, uid)
   return provideSandbox(ctx, BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
 }
 

@@ -4,7 +4,7 @@
  * a tmpfs /tmp, as a managed confined world has): the shell swaps the cached dsh-pty and
  * dsh-fsd for programs that leave a mark, then new terminals and file servers start, of the
  * same client and of a new one. None of the planted programs runs, and the builds are copied
- * in over them.
+ * in over them; copies made unusable instead (a mode, a directory at the name) are mended.
  */
 import type Docker from 'dockerode'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -12,7 +12,7 @@ import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { worldTool } from '../../src/providers/remote/world-tools/manifest.ts'
 import { inWorld } from '../helpers/fs-cases.ts'
-import { startTestContainer } from '../docker/helpers.ts'
+import { startTestContainer, waitFor } from '../docker/helpers.ts'
 import { run } from './helpers.ts'
 
 const CACHE = '/tmp/dsh-remote-tools-1000'
@@ -50,7 +50,9 @@ describe('world tools swapped in the cache by the agent\'s shell', () => {
       // once its file server is gone, a new one.
       for (let index = 0; index < 3; index += 1) expect(await run(await first.open(), `echo same-${index}`)).toBe(`same-${index}`)
       await agent('pkill -KILL -x dsh-fsd; true')
-      expect(await first.fs!.readText(await first.fs!.resolve('/tmp/before.txt'))).toBe('before\n')
+      // A call may still meet the killed server (FS_IO_ERROR: lost); the next one starts another.
+      const read = (): Promise<string> => first.fs!.resolve('/tmp/before.txt').then(target => first.fs!.readText(target)).catch((error: Error) => error.message)
+      expect(await waitFor(read, text => text === 'before\n', 20_000, 200)).toBe('before\n')
     } finally {
       await first.dispose()
     }
@@ -63,5 +65,19 @@ describe('world tools swapped in the cache by the agent\'s shell', () => {
     }
     expect(await agent('ls /tmp | grep "^planted-" || true')).toBe('')
     expect(await agent(`sha256sum ${CACHE}/${pty}/dsh-pty ${CACHE}/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`${pty}\n${fsd}\n`)
+  }, 120_000)
+
+  it('a copy made unusable (its directory opened to others, a directory at its name) is mended, and the next terminal and file server run', async () => {
+    const pty = worldTool('dsh-pty', 'x86_64').sha256
+    const fsd = worldTool('dsh-fsd', 'x86_64').sha256
+    await agent(`chmod 770 ${CACHE}/${pty} && rm -f ${CACHE}/${fsd}/dsh-fsd && mkdir ${CACHE}/${fsd}/dsh-fsd`)
+    const next = await world()
+    try {
+      expect(await run(await next.open(), 'echo mended')).toBe('mended')
+      expect(await next.fs!.readText(await next.fs!.resolve('/tmp/before.txt'))).toBe('before\n')
+    } finally {
+      await next.dispose()
+    }
+    expect(await agent(`stat -c %a ${CACHE}/${pty}; sha256sum ${CACHE}/${pty}/dsh-pty ${CACHE}/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`700\n${pty}\n${fsd}\n`)
   }, 120_000)
 })

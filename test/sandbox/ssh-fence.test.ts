@@ -2,9 +2,10 @@
  * Nothing a confined agent can write runs outside its fence (issue 32, A and A2), over SSH with
  * the workspace at HOME (what dsh does when started in HOME), on a real sshd whose bubblewrap
  * works. The agent's shell attacks from inside workspace-write: it swaps the world-tool cache
- * a client used before (HOME's), appends to `~/.bashrc`, creates `~/.bash_login` and
- * `~/.ssh/rc`, and plants programs on the login PATH (`~/.local/bin`, which the host's
- * `~/.bashrc` puts first). Each planted program would leave a mark in /var/tmp, which is
+ * another client uses (HOME's), appends to `~/.bashrc` and to what it sources
+ * (`~/.cargo/env`, `~/.bashrc.d/`), creates `~/.bash_login` and `~/.ssh/rc`, and plants
+ * programs on the login PATH (`~/.local/bin`, which the host's `~/.bashrc` puts first) and on
+ * a login's (`~/.cargo/bin`). Each planted program would leave a mark in /var/tmp, which is
  * read-only inside the fence: a mark proves it ran outside. New clients then open terminals,
  * file servers and searches, confined and unconfined, and no mark appears.
  */
@@ -51,9 +52,15 @@ async function refused(terminal: Awaited<ReturnType<RemoteWorld['open']>>, comma
 
 beforeAll(async () => {
   host = await startSshdWorld([{}], { hostConfig: BWRAP_CAPABLE })
-  // The user's own set-up: ~/.local/bin first on every login's PATH (prepended, so the
-  // non-interactive return of Debian's ~/.bashrc does not skip it), and a project directory.
-  await onHost(`sed -i '1i export PATH="$HOME/.local/bin:$PATH"' ${HOME}/.bashrc && mkdir -p ${HOME}/.local/bin ${HOME}/src && chown -R agent:agent ${HOME}/.local ${HOME}/src`)
+  // The user's own set-up: ~/.local/bin first on every login's PATH and rustup's env sourced
+  // (both prepended, so the non-interactive return of Debian's ~/.bashrc does not skip them), a
+  // ~/.bashrc.d, a project directory and a note in HOME itself.
+  await onHost([
+    `sed -i '1i export PATH="$HOME/.local/bin:$PATH"; . "$HOME/.cargo/env"' ${HOME}/.bashrc`,
+    `mkdir -p ${HOME}/.local/bin ${HOME}/.cargo/bin ${HOME}/.bashrc.d ${HOME}/src`,
+    `echo 'export PATH="$HOME/.cargo/bin:$PATH"' > ${HOME}/.cargo/env && echo note > ${HOME}/notes.txt`,
+    `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/notes.txt`,
+  ].join(' && '))
   // A client before any fence (its workspace elsewhere) copied the world tools into HOME's cache.
   const before = await sshWorld('danger-full-access', '/var/tmp')
   try {
@@ -79,25 +86,35 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       const shell = await world.open()
       // Work in the workspace goes on.
       expect(await run(shell, 'echo work > ~/src/a.txt && cat ~/src/a.txt')).toBe('work')
-      // The cache a client used before, inside the workspace: the swap itself works, since that
-      // cache is the agent's to write, but no client of a fenced world uses it any more.
-      // (Commands stay under the terminal's 160 columns: the cache's names are 64 hex digits.)
+      // The cache another client uses, in the workspace (~/.cache, a dot-entry of HOME), and the
+      // one in use, outside it: read-only, so no copy can be changed between a client's check
+      // and its run. (Commands stay under the terminal's 160 columns: the names are long.)
       expect(await run(shell, `${planted('pty')} > ~/src/p && chmod 700 ~/src/p && echo planted`)).toBe('planted')
-      expect(await run(shell, `${planted('fsd')} > ~/src/f && chmod 700 ~/src/f && echo planted`)).toBe('planted')
-      expect(await run(shell, 'cd ~/.cache/dsh-remote-worlds/tools && mv -f ~/src/p */dsh-pty && mv -f ~/src/f */dsh-fsd && echo swapped; cd ~')).toBe('swapped')
-      // The cache in use is outside the workspace: read-only in the fence.
+      await refused(shell, 'cd ~/.cache/dsh-remote-worlds/tools && mv -f ~/src/p */dsh-pty; cd ~')
+      await refused(shell, 'cp ~/src/p ~/.cache/dsh-remote-worlds/tools/*/dsh-fsd')
+      await refused(shell, 'mv ~/.cache ~/src/cache')
       await refused(shell, 'cp ~/.bashrc /var/tmp/dsh-remote-tools-1000/*/dsh-pty')
       // Startup files, existing and not, and sshd's.
       await refused(shell, 'echo "touch /var/tmp/escaped-bashrc" >> ~/.bashrc')
       await refused(shell, 'mv ~/.bashrc ~/src/bashrc')
       await refused(shell, 'echo "touch /var/tmp/escaped-login" > ~/.bash_login')
       await refused(shell, 'mkdir -p ~/.ssh && echo "touch /var/tmp/escaped-rc" > ~/.ssh/rc')
+      // What the startup files source, and a login's PATH.
+      await refused(shell, 'echo "touch /var/tmp/escaped-cargo-env" >> ~/.cargo/env')
+      await refused(shell, 'echo "touch /var/tmp/escaped-bashrc-d" > ~/.bashrc.d/zz.sh')
+      await refused(shell, `${planted('cargo')} > ~/.cargo/bin/cargo`)
       // The login PATH's directory in HOME, and one ~/.profile would add.
       await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
       await refused(shell, 'mkdir ~/bin')
-      // The price, as the sandbox report says: no new name directly in HOME.
+      // The price, as the sandbox report says: no new name directly in HOME, and a file there
+      // changes in place only (the file tools' atomic replace needs its directory: refused as
+      // the sandbox's).
       await refused(shell, 'touch ~/new-file')
-      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/.local`)
+      expect(await run(shell, 'echo more >> ~/notes.txt && cat ~/notes.txt')).toBe('note\nmore')
+      const note = world.fs!.writeText(await world.fs!.resolve(`${HOME}/notes.txt`), 'replaced\n')
+      await expect(note).rejects.toMatchObject({ code: 'FS_SANDBOX_DENIED' })
+      await expect(note).rejects.toThrow(`cannot write "${HOME}/notes.txt": file access denied under workspace-write mode: its directory is read-only inside the sandbox`)
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cargo/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}`)
     } finally {
       await world.dispose()
     }
@@ -119,9 +136,9 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       }
     }
     expect(await marks()).toBe('')
-    // The unconfined client found the planted copies in HOME's cache and copied the builds over them.
+    // HOME's cache holds the builds, which the unconfined clients ran.
     expect(await onHost(`sha256sum ${HOME}/.cache/dsh-remote-worlds/tools/${pty}/dsh-pty ${HOME}/.cache/dsh-remote-worlds/tools/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`${pty}\n${fsd}\n`)
-    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file 2>&1 | grep -c "No such file"`)).toBe('ex\n4\n')
+    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; cat ${HOME}/.cargo/env; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file ${HOME}/.bashrc.d/zz.sh ${HOME}/.cargo/bin/cargo 2>&1 | grep -c "No such file"`)).toBe('ex\nexport PATH="$HOME/.cargo/bin:$PATH"\n6\n')
   }, 180_000)
 
   it('a workspace the fence cannot keep fixed is refused, naming the path and why', async () => {
@@ -132,6 +149,15 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       expect(() => world.ctx.sandbox.confine(['/bin/true'], { mode: 'workspace-write', workspaceRoot: '/home' })).toThrow(`the workspace /home holds ${HOME}/.bashrc`)
     } finally {
       await world.dispose()
+    }
+    // A startup file with a second name, which may lie in the workspace (~/src/bashrc-link here).
+    await onHost(`ln ${HOME}/.bashrc ${HOME}/src/bashrc-link`)
+    const linked = await sshWorld('workspace-write')
+    try {
+      expect(() => linked.ctx.sandbox.confine(['/bin/true'], { mode: 'workspace-write', workspaceRoot: HOME })).toThrow(`${HOME}/.bashrc, which programs outside the fence run or read, has 2 hard links: another of its names may lie in the workspace ${HOME}, where the fence cannot keep it fixed; choose another workspace, or give ${HOME}/.bashrc a single link`)
+    } finally {
+      await linked.dispose()
+      await onHost(`rm ${HOME}/src/bashrc-link`)
     }
   }, 60_000)
 })

@@ -5,7 +5,7 @@
  * attacked from inside, is test/ssh/fence.test.ts.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -20,11 +20,11 @@ const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-fence-')))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 describe('what a fence keeps fixed', () => {
-  it('the login shells\' startup files, ~/.ssh, ~/bin, ~/.local/bin and every absolute PATH directory, once each', () => {
-    expect(protectedPaths({ HOME: '/home/a', PATH: '/usr/bin:/home/a/bin:relative:/opt/x/:/usr/bin' })).toEqual([
+  it('the login shells\' startup files, ~/.ssh, ~/bin, ~/.local/bin, the user\'s world-tool cache in /var/tmp and every absolute PATH directory, once each', () => {
+    expect(protectedPaths({ HOME: '/home/a', PATH: '/usr/bin:/home/a/bin:relative:/opt/x/:/usr/bin' }, 1000)).toEqual([
       '/home/a/.bashrc', '/home/a/.bash_profile', '/home/a/.bash_login', '/home/a/.profile', '/home/a/.bash_logout',
       '/home/a/.zshenv', '/home/a/.zprofile', '/home/a/.zshrc', '/home/a/.zlogin', '/home/a/.zlogout',
-      '/home/a/.ssh', '/home/a/bin', '/home/a/.local/bin', '/usr/bin', '/opt/x',
+      '/home/a/.ssh', '/home/a/bin', '/home/a/.local/bin', '/var/tmp/dsh-remote-tools-1000', '/usr/bin', '/opt/x',
     ])
     expect(protectedPaths({ HOME: '/', PATH: '/bin' })).toEqual(['/bin'])
   })
@@ -34,12 +34,14 @@ describe('what a fence keeps fixed', () => {
     expect(chainDirectories('/home/a/src', ['/home/a/.bashrc'])).toEqual([])
   })
 
-  it('refuses a workspace that contains /tmp, is protected itself, or lies inside a protected directory', () => {
+  it('refuses a workspace that contains /tmp, is protected itself, or lies inside a protected directory or a dot-entry of HOME', () => {
     const all = protectedPaths({ HOME: '/home/a', PATH: '/usr/bin' })
     expect(rootRefusal('/', all)).toBe('the workspace / contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it')
     expect(rootRefusal('/home/a/.ssh', all)).toBe('the workspace /home/a/.ssh is /home/a/.ssh, which programs outside the fence run or read (login shell startup, sshd, the PATH); choose a workspace that is not')
     expect(rootRefusal('/usr/bin/x', all)).toBe('the workspace /usr/bin/x is inside /usr/bin, which programs outside the fence run or read (login shell startup, sshd, the PATH); choose a workspace that is not')
-    expect(rootRefusal('/home/a', all)).toBeUndefined()
+    expect(rootRefusal('/home/a/.cargo/src', all, '/home/a')).toBe('the workspace /home/a/.cargo/src is in /home/a/.cargo, a dot-entry of HOME, which the user\'s shells and programs read outside the fence; choose a workspace that is not')
+    expect(rootRefusal('/home/a', all, '/home/a')).toBeUndefined()
+    expect(rootRefusal('/home/a/src', all, '/home/a')).toBeUndefined()
   })
 })
 
@@ -61,7 +63,7 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
   it('lists each protected path\'s kind, a symlink\'s target, and each chain directory\'s entries by full path, any byte of a name intact', () => {
     expect(listed.status).toBe(0)
     const listing = parseFenceListing(listed.stdout)
-    expect(listing.paths.get(join(home, '.bashrc'))).toEqual({ kind: 'file' })
+    expect(listing.paths.get(join(home, '.bashrc'))).toEqual({ kind: 'file', links: 1 })
     expect(listing.paths.get(join(home, '.ssh'))).toEqual({ kind: 'dir' })
     expect(listing.paths.get(join(home, '.bash_login'))).toEqual({ kind: 'missing' })
     expect(listing.paths.get(join(home, '.profile'))).toEqual({ kind: 'link', real: '/etc/hostname' })
@@ -73,7 +75,19 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
     expect([...listing.chain.get(join(home, '.local'))!.entries]).toEqual([[join(home, '.local', 'share'), 'dir']])
   })
 
-  it('freezes HOME and ~/.local: read-only binds, every other plain entry bound read-write again, symlinks and fifos left as they are', () => {
+  it('freezes HOME: a read-only bind, every other plain entry that is no dot-entry bound read-write again (dot-entries, symlinks and fifos left read-only)', () => {
+    expect(fenceArgs(home, all, parseFenceListing(listed.stdout), home)).toEqual({
+      frozen: [home],
+      args: [
+        '--ro-bind', home, home,
+        '--bind', join(home, 'new\nline'), join(home, 'new\nline'),
+        '--bind', join(home, 'notes with space.txt'), join(home, 'notes with space.txt'),
+        '--bind', join(home, 'src'), join(home, 'src'),
+      ],
+    })
+  })
+
+  it('outside HOME, a frozen directory\'s entries are all bound again but the protected ones', () => {
     expect(fenceArgs(home, all, parseFenceListing(listed.stdout))).toEqual({
       frozen: [home, join(home, '.local')],
       args: [
@@ -84,6 +98,18 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
         '--ro-bind', join(home, '.local'), join(home, '.local'),
         '--bind', join(home, '.local', 'share'), join(home, '.local', 'share'),
       ],
+    })
+  })
+
+  it('refuses a protected file with a second hard link, naming it', () => {
+    const linked = join(scratch, 'linked')
+    mkdirSync(join(linked, 'dotfiles'), { recursive: true })
+    writeFileSync(join(linked, 'dotfiles', 'bashrc'), '')
+    linkSync(join(linked, 'dotfiles', 'bashrc'), join(linked, '.bashrc'))
+    const paths = protectedPaths({ HOME: linked })
+    const run = spawnSync('sh', ['-c', fenceListingScript(linked, paths)], { encoding: 'utf8' })
+    expect(fenceArgs(linked, paths, parseFenceListing(run.stdout), linked)).toEqual({
+      refused: `${join(linked, '.bashrc')}, which programs outside the fence run or read, has 2 hard links: another of its names may lie in the workspace ${linked}, where the fence cannot keep it fixed; choose another workspace, or give ${join(linked, '.bashrc')} a single link`,
     })
   })
 

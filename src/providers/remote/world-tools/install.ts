@@ -64,6 +64,10 @@ export function installToolScript(name: string, sha256: string, size: number, di
     '  d="$b/$s"',
     '  mkdir -p "$d" 2>/dev/null',
     '  if ! { [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; }; then echo "skip $b: cannot make a directory there"; continue; fi',
+    // Made 0700 again, and whatever is at the copy's name that is not a plain file goes (a
+    // directory or symlink planted there, or a mode opened to others, would refuse every start).
+    '  chmod 700 "$d" 2>/dev/null',
+    '  if [ -L "$d/$n" ] || { [ -e "$d/$n" ] && [ ! -f "$d/$n" ]; }; then rm -rf "$d/$n"; fi',
     '  p="$d/.$n.$$"',
     '  if [ -z "$t" ]; then',
     '    if ! cat > "$p" 2>/dev/null; then rm -f "$p"; echo "skip $b: not writable"; continue; fi',

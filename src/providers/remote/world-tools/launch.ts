@@ -14,7 +14,10 @@
  * its next start copies the build in anew.
  *
  * A world without `sha256sum` (coreutils, busybox) can verify nothing: its tools are refused,
- * never run unverified. The program started this way has fd 3 open on its own image; the
+ * never run unverified. What a hash cannot stop is a write INTO the same file between the check
+ * and the run by a program of the same user that may write the cache: over SSH no cache is
+ * writable inside the bubblewrap fence (sandbox/fence.ts), and in a container such a program
+ * is already inside the same fence, as the same user. The program started this way has fd 3 open on its own image; the
  * package's C tools close it (dsh-fsd closes every fd above 2, dsh-pty the one holding its
  * image) and name themselves (prctl PR_SET_NAME), since the kernel names a process after the
  * file it executed (`3`).
@@ -69,7 +72,8 @@ export function worldToolCommand(copy: WorldToolCopy, args: readonly string[], o
   const refuse = (why: string): string => `{ printf '%s %s: %s\\n' ${shQuote(UNVERIFIED_TOOL_MARK)} ${file} "${why}" >&2; exit ${UNVERIFIED_TOOL_EXIT}; }`
   return [
     // Each test is a builtin; the mode check is one find(1) (-perm /022: writable by group or others).
-    `[ -f ${file} ] && [ -r ${file} ] && [ ! -L ${file} ] && [ -O ${file} ] && [ ! -L ${directory} ] && [ -O ${directory} ] && [ ! -L ${cache} ] && [ -O ${cache} ] || ${refuse('it, its directory or its cache directory is missing, a symlink or not this user\'s')}`,
+    `[ -f ${file} ] && [ ! -L ${file} ] || ${refuse('it is missing or not a plain file')}`,
+    `[ -r ${file} ] && [ -O ${file} ] && [ ! -L ${directory} ] && [ -O ${directory} ] && [ ! -L ${cache} ] && [ -O ${cache} ] || ${refuse('it, its directory or its cache directory is a symlink or not this user\'s')}`,
     // (From /: find fails where it cannot return to a working directory the user may not enter.)
     `[ -z "$(cd / && find ${cache} ${directory} ${file} -maxdepth 0 -perm /022 2>&1)" ] || ${refuse('it, its directory or its cache directory is writable by others (or find(1) failed)')}`,
     `command -v sha256sum >/dev/null 2>&1 || ${refuse('the world has no sha256sum (coreutils or busybox) to verify it')}`,
