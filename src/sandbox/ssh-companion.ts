@@ -45,8 +45,13 @@ export async function applySshSandbox(ctx: Context): Promise<BubblewrapSandboxPr
   const workspaceRoot = ctx.sandboxPolicy.workspaceRoot
   const owner = worldOwnerOf(runtime)
   if (owner !== undefined) fenceWritableRoots(owner, [workspaceRoot])
-  const ambient = owner === undefined ? {} : (await owner.userEnvironment()).ambient
-  const uid = owner === undefined ? undefined : (await owner.control()).info.uid
+  // The login's HOME and PATH and the uid, as a connection learned them when it logged in (no
+  // request: a connection nobody leases may close the moment it idles).
+  // (A lease is given back when its channel closes; this one opens none, so it is given back here.)
+  const { ambient, uid } = await world.withSlot(async lease => {
+    lease.release()
+    return { ambient: lease.connection.ambientEnv, uid: lease.connection.control.info.uid }
+  })
   // A connect failure propagates (the world is unusable anyway); a probe failure fails closed.
   const probe = await probeBwrap(script => sshRun(world, script), [workspaceRoot], ambient, uid)
   return provideSandbox(ctx, BubblewrapSandboxProvider, { where: world.describe(), probe, workspaceRoot })
