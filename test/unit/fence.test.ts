@@ -101,26 +101,27 @@ describe('the listing and the plan made from it (a real /bin/sh over a real tree
     })
   })
 
+  /** A HOME named `name` whose ~/.bashrc is `dotfiles/bashrc` by `link`, and the fence of it as the workspace. */
+  function fenceOfDotfiles(name: string, link: (target: string, path: string) => void): ReturnType<typeof fenceArgs> {
+    const dir = join(scratch, name)
+    mkdirSync(join(dir, 'dotfiles'), { recursive: true })
+    writeFileSync(join(dir, 'dotfiles', 'bashrc'), '')
+    link(join(dir, 'dotfiles', 'bashrc'), join(dir, '.bashrc'))
+    const paths = protectedPaths({ HOME: dir })
+    const run = spawnSync('sh', ['-c', fenceListingScript(dir, paths)], { encoding: 'utf8' })
+    return fenceArgs(dir, paths, parseFenceListing(run.stdout), dir)
+  }
+
   it('refuses a protected file with a second hard link, naming it', () => {
     const linked = join(scratch, 'linked')
-    mkdirSync(join(linked, 'dotfiles'), { recursive: true })
-    writeFileSync(join(linked, 'dotfiles', 'bashrc'), '')
-    linkSync(join(linked, 'dotfiles', 'bashrc'), join(linked, '.bashrc'))
-    const paths = protectedPaths({ HOME: linked })
-    const run = spawnSync('sh', ['-c', fenceListingScript(linked, paths)], { encoding: 'utf8' })
-    expect(fenceArgs(linked, paths, parseFenceListing(run.stdout), linked)).toEqual({
+    expect(fenceOfDotfiles('linked', linkSync)).toEqual({
       refused: `${join(linked, '.bashrc')}, which programs outside the fence run or read, has 2 hard links: another of its names may lie in the workspace ${linked}, where the fence cannot keep it fixed; choose another workspace, or give ${join(linked, '.bashrc')} a single link`,
     })
   })
 
   it('refuses a protected path that is a symlink into the workspace, naming it', () => {
     const other = join(scratch, 'other')
-    mkdirSync(join(other, 'dotfiles'), { recursive: true })
-    writeFileSync(join(other, 'dotfiles', 'bashrc'), '')
-    symlinkSync(join(other, 'dotfiles', 'bashrc'), join(other, '.bashrc'))
-    const paths = protectedPaths({ HOME: other })
-    const run = spawnSync('sh', ['-c', fenceListingScript(other, paths)], { encoding: 'utf8' })
-    expect(fenceArgs(other, paths, parseFenceListing(run.stdout))).toEqual({
+    expect(fenceOfDotfiles('other', symlinkSync)).toEqual({
       refused: `${join(other, '.bashrc')}, which programs outside the fence run or read, is a symlink to ${join(other, 'dotfiles', 'bashrc')} inside the workspace ${other}, which the fence cannot keep fixed; choose another workspace, or make ${join(other, '.bashrc')} a file`,
     })
   })
