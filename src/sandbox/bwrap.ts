@@ -24,7 +24,7 @@ import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
-import { type FencePlan, fenceArgs, fenceListingScript, homeOf, parseFenceListing, protectedPaths, rootRefusal } from './fence.ts'
+import { type FencePlan, fenceArgs, fenceListingScript, homeOf, parseFenceListing, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from './fence.ts'
 import { isWithin } from '../providers/remote/paths.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
 
@@ -183,8 +183,13 @@ async function planFences(run: RemoteRun, workspaceRoots: readonly string[], pro
  * @throws whatever `run` throws (e.g. the world cannot be reached: nothing can run there anyway).
  */
 export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = [], ambient: Readonly<Record<string, string>> = {}, uid?: number): Promise<BwrapProbe> {
-  const protectedAll = protectedPaths(ambient, uid)
-  const home = homeOf(ambient)
+  // Each protected path by its name and by where it resolves (fence.ts): one run of readlink.
+  const named = protectedPaths(ambient, uid)
+  const namedHome = homeOf(ambient)
+  const asked = namedHome === undefined ? named : [namedHome, ...named]
+  const resolved = asked.length === 0 ? [] : await run(realPathsScript(asked)).then(result => result.exitCode === 0 ? parseRealPaths(result.stdout, asked.length) : [])
+  const home = namedHome === undefined ? undefined : resolved[0] || namedHome
+  const protectedAll = [...new Set([...named, ...resolved.slice(namedHome === undefined ? 0 : 1).filter(path => path.startsWith('/'))])]
   const fences = await planFences(run, workspaceRoots, protectedAll, home)
   const result = await run(bwrapProbeScript(workspaceRoots, fences))
   if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }

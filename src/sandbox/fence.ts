@@ -14,10 +14,12 @@
  *   (`~/.cargo/env`, `~/.bashrc.d/*`, `~/.bash_aliases`) and what the user's own programs run
  *   or trust (`~/.local/pipx`, `~/.cargo/bin`, `~/.cache`, `~/.gitconfig`) cannot be listed, but
  *   it lives there by convention: with the workspace at HOME, HOME's dot-entries are read-only;
- * - the world-tool caches, where another client of the same user (one without this fence)
- *   runs what it finds after hashing it: a copy writable inside the fence could be changed
- *   between that check and the run (`~/.cache` is a dot-entry; `/var/tmp/dsh-remote-tools-UID`
- *   is listed; /tmp and /dev/shm are the fence's own).
+ * - the world-tool caches (every one install.ts may use: `$XDG_CACHE_HOME` too), where another
+ *   client of the same user (one without this fence) runs what it finds after hashing it: a
+ *   copy writable inside the fence could be changed between that check and the run.
+ * Each is kept by its name and by the path it resolves to (realpath, {@link realPathsScript}):
+ * a PATH directory `/opt/tools/bin` that is a symlink into the workspace, or a HOME reached
+ * through a symlink, is the workspace's all the same.
  *
  * How they are kept fixed: every directory from the workspace root down to the parent of a
  * protected path is FROZEN: bound read-only over the workspace's read-write bind, with each of
@@ -37,6 +39,7 @@
 import { posix } from 'node:path'
 import { isWithin } from '../providers/remote/paths.ts'
 import { shQuote } from '../providers/remote/quote.ts'
+import { cacheDirectories } from '../providers/remote/world-tools/install.ts'
 
 /** Startup files of the login shells (bash, sh, zsh) in HOME, and the directories of `~/.profile`'s PATH. */
 const HOME_ENTRIES: readonly string[] = Object.freeze([
@@ -66,9 +69,26 @@ export function protectedPaths(ambient: Readonly<Record<string, string>>, uid?: 
   const paths = new Set<string>()
   const home = homeOf(ambient)
   if (home !== undefined) for (const entry of HOME_ENTRIES) paths.add(posix.join(home, entry))
-  if (uid !== undefined) paths.add(`/var/tmp/dsh-remote-tools-${uid}`)
+  if (uid !== undefined) for (const dir of cacheDirectories(ambient, uid)) paths.add(dir)
   for (const dir of (ambient.PATH ?? '').split(':')) if (dir.startsWith('/')) paths.add(posix.normalize(dir).replace(/(.)\/$/, '$1'))
   return [...paths].filter(path => !/[\0\n]/.test(path))
+}
+
+/**
+ * The script that prints, for each of `paths`, where it resolves (`readlink -f`: every symlink
+ * followed; empty where a component before the last is missing), NUL-terminated and
+ * hex-encoded by one od(1), in order. Run in /bin/sh, with the system's readlink by its path
+ * (a PATH directory of the workspace may hold another).
+ */
+export function realPathsScript(paths: readonly string[]): string {
+  const body = `{ for _p in ${paths.map(path => shQuote(path)).join(' ')}; do printf '%s\\0' "$(/usr/bin/readlink -f -- "$_p" 2>/dev/null || readlink -f -- "$_p" 2>/dev/null)"; done; } | od -An -v -tx1`
+  return `exec /bin/sh -c ${shQuote(body)}\n`
+}
+
+/** Parse {@link realPathsScript}'s output: one resolved path (or '') per path asked, in order. */
+export function parseRealPaths(stdout: string, count: number): string[] {
+  const fields = Buffer.from(stdout.replace(/[^0-9a-f]/gi, ''), 'hex').toString('utf8').split('\0')
+  return Array.from({ length: count }, (_, index) => fields[index] ?? '')
 }
 
 /** The directories from `root` down to the parent of each protected path inside it, shallowest first. */

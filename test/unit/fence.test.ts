@@ -9,7 +9,7 @@ import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, wr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { chainDirectories, fenceArgs, fenceListingScript, parseFenceListing, protectedPaths, rootRefusal } from '../../src/sandbox/fence.ts'
+import { chainDirectories, fenceArgs, fenceListingScript, parseFenceListing, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from '../../src/sandbox/fence.ts'
 
 function mkfifo(path: string): void {
   const made = spawnSync('mkfifo', [path])
@@ -20,12 +20,23 @@ const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-fence-')))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 describe('what a fence keeps fixed', () => {
-  it('the login shells\' startup files, ~/.ssh, ~/bin, ~/.local/bin, the user\'s world-tool cache in /var/tmp and every absolute PATH directory, once each', () => {
-    expect(protectedPaths({ HOME: '/home/a', PATH: '/usr/bin:/home/a/bin:relative:/opt/x/:/usr/bin' }, 1000)).toEqual([
+  it('the login shells\' startup files, ~/.ssh, ~/bin, ~/.local/bin, every world-tool cache of the user and every absolute PATH directory, once each', () => {
+    expect(protectedPaths({ HOME: '/home/a', XDG_CACHE_HOME: '/home/a/cache', PATH: '/usr/bin:/home/a/bin:relative:/opt/x/:/usr/bin' }, 1000)).toEqual([
       '/home/a/.bashrc', '/home/a/.bash_profile', '/home/a/.bash_login', '/home/a/.profile', '/home/a/.bash_logout',
       '/home/a/.zshenv', '/home/a/.zprofile', '/home/a/.zshrc', '/home/a/.zlogin', '/home/a/.zlogout',
-      '/home/a/.ssh', '/home/a/bin', '/home/a/.local/bin', '/var/tmp/dsh-remote-tools-1000', '/usr/bin', '/opt/x',
+      '/home/a/.ssh', '/home/a/bin', '/home/a/.local/bin',
+      '/home/a/cache/dsh-remote-worlds/tools', '/var/tmp/dsh-remote-tools-1000', '/tmp/dsh-remote-tools-1000', '/dev/shm/dsh-remote-tools-1000',
+      '/usr/bin', '/opt/x',
     ])
+  })
+
+  it('resolves each path as the world does (every symlink followed; empty where a parent is missing)', () => {
+    const tools = join(scratch, 'tools')
+    mkdirSync(join(tools, 'bin'), { recursive: true })
+    symlinkSync(tools, join(scratch, 'opt-tools'))
+    const paths = [join(scratch, 'opt-tools', 'bin'), join(scratch, 'missing', 'x', 'y'), tools]
+    const run = spawnSync('sh', ['-c', realPathsScript(paths)], { encoding: 'utf8' })
+    expect(parseRealPaths(run.stdout, 3)).toEqual([join(tools, 'bin'), '', tools])
     expect(protectedPaths({ HOME: '/', PATH: '/bin' })).toEqual(['/bin'])
   })
 
