@@ -74,6 +74,28 @@ export function protectedPaths(ambient: Readonly<Record<string, string>>, uid?: 
   return [...paths].filter(path => !/[\0\n]/.test(path))
 }
 
+/** The line prefix {@link loginPathScript} marks its answer with (a profile may print too). */
+const LOGIN_PATH_MARK = 'DSH-LOGIN-PATH:'
+
+/**
+ * The script that prints the PATH a login shell of the user gets (`$SHELL -l`: ~/.profile and
+ * what it sources; `~/go/bin`, rustup's `~/.cargo/bin`), which sshd's commands do not read but
+ * the user's own logins do: its directories are kept fixed too. Bounded at 5 s (timeout(1),
+ * SIGKILL; where the world has none, not asked), stdin /dev/null, not interactive (so nothing
+ * of an interactive startup, an agent or a multiplexer, is started).
+ */
+export function loginPathScript(): string {
+  const login = `printf '${LOGIN_PATH_MARK}%s\\n' "$PATH"`
+  const body = `command -v timeout >/dev/null 2>&1 || exit 0; timeout -s KILL 5 "\${SHELL:-/bin/sh}" -lc ${shQuote(login)} </dev/null 2>/dev/null | grep '^${LOGIN_PATH_MARK}' | tail -n 1`
+  return `exec /bin/sh -c ${shQuote(body)}\n`
+}
+
+/** The login PATH {@link loginPathScript} printed ('' when none). */
+export function parseLoginPath(stdout: string): string {
+  const line = stdout.split('\n').find(text => text.startsWith(LOGIN_PATH_MARK))
+  return line === undefined ? '' : line.slice(LOGIN_PATH_MARK.length)
+}
+
 /**
  * The script that prints, for each of `paths`, where it resolves (`readlink -f`: every symlink
  * followed; empty where a component before the last is missing), NUL-terminated and

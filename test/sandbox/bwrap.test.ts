@@ -62,12 +62,14 @@ describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
         '/tmp': { ok: true },
         '/nonexistent-dsh-ws': { ok: false, error: 'bwrap: Can\'t find source path /nonexistent-dsh-ws: No such file or directory' },
       },
-      // No HOME or PATH given: nothing to keep fixed but what the package itself keeps in /tmp.
+      // No HOME or PATH given: what is kept fixed is the PATH a login shell gets there
+      // (Debian's /etc/profile for a user; /bin resolves to /usr/bin, already kept), and none of
+      // it lies in these roots.
       fences: {
         '/tmp': { refused: 'the workspace /tmp contains /tmp, where this package keeps what its programs outside the fence trust (held shells, state); choose a workspace below it' },
         '/nonexistent-dsh-ws': { args: [], frozen: [] },
       },
-      protected: [],
+      protected: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/games', '/usr/games'],
     })
   })
 

@@ -58,9 +58,11 @@ beforeAll(async () => {
   await onHost([
     `sed -i '1i export PATH="/opt/tools/bin:$HOME/.local/bin:$PATH"; . "$HOME/.cargo/env"' ${HOME}/.bashrc`,
     // A PATH directory outside HOME by its name, inside it by where it resolves.
-    `mkdir -p ${HOME}/.local/bin ${HOME}/.cargo/bin ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools/bin && ln -s ${HOME}/tools /opt/tools`,
+    `mkdir -p ${HOME}/.local/bin ${HOME}/.cargo/bin ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools/bin ${HOME}/go/bin && ln -s ${HOME}/tools /opt/tools`,
+    // A PATH directory only a login shell adds (~/.profile: Go's install docs).
+    `echo 'export PATH="$HOME/go/bin:$PATH"' >> ${HOME}/.profile`,
     `echo 'export PATH="$HOME/.cargo/bin:$PATH"' > ${HOME}/.cargo/env && echo note > ${HOME}/notes.txt`,
-    `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools ${HOME}/notes.txt`,
+    `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools ${HOME}/go ${HOME}/notes.txt`,
   ].join(' && '))
   // A client before any fence (its workspace elsewhere) copied the world tools into HOME's cache.
   const before = await sshWorld('danger-full-access', '/var/tmp')
@@ -105,6 +107,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       await refused(shell, 'echo "touch /var/tmp/escaped-bashrc-d" > ~/.bashrc.d/zz.sh')
       await refused(shell, `${planted('cargo')} > ~/.cargo/bin/cargo`)
       await refused(shell, `${planted('od')} > ~/tools/bin/od`)
+      await refused(shell, `${planted('git')} > ~/go/bin/git`)
       // The login PATH's directory in HOME, and one ~/.profile would add.
       await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
       await refused(shell, 'mkdir ~/bin')
@@ -116,7 +119,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       const note = world.fs!.writeText(await world.fs!.resolve(`${HOME}/notes.txt`), 'replaced\n')
       await expect(note).rejects.toMatchObject({ code: 'FS_SANDBOX_DENIED' })
       await expect(note).rejects.toThrow(`cannot write "${HOME}/notes.txt": file access denied under workspace-write mode: its directory is read-only inside the sandbox`)
-      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/tools`)
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'go/bin', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/go, ${HOME}/tools`)
     } finally {
       await world.dispose()
     }
@@ -140,7 +143,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
     expect(await marks()).toBe('')
     // HOME's cache holds the builds, which the unconfined clients ran.
     expect(await onHost(`sha256sum ${HOME}/.cache/dsh-remote-worlds/tools/${pty}/dsh-pty ${HOME}/.cache/dsh-remote-worlds/tools/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`${pty}\n${fsd}\n`)
-    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; cat ${HOME}/.cargo/env; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file ${HOME}/.bashrc.d/zz.sh ${HOME}/.cargo/bin/cargo ${HOME}/tools/bin/od 2>&1 | grep -c "No such file"`)).toBe('ex\nexport PATH="$HOME/.cargo/bin:$PATH"\n7\n')
+    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; cat ${HOME}/.cargo/env; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file ${HOME}/.bashrc.d/zz.sh ${HOME}/.cargo/bin/cargo ${HOME}/tools/bin/od ${HOME}/go/bin/git 2>&1 | grep -c "No such file"`)).toBe('ex\nexport PATH="$HOME/.cargo/bin:$PATH"\n8\n')
   }, 180_000)
 
   it('a workspace the fence cannot keep fixed is refused, naming the path and why', async () => {

@@ -9,7 +9,7 @@ import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, wr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { chainDirectories, fenceArgs, fenceListingScript, parseFenceListing, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from '../../src/sandbox/fence.ts'
+import { chainDirectories, fenceArgs, fenceListingScript, loginPathScript, parseFenceListing, parseLoginPath, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from '../../src/sandbox/fence.ts'
 
 function mkfifo(path: string): void {
   const made = spawnSync('mkfifo', [path])
@@ -28,6 +28,15 @@ describe('what a fence keeps fixed', () => {
       '/home/a/cache/dsh-remote-worlds/tools', '/var/tmp/dsh-remote-tools-1000', '/tmp/dsh-remote-tools-1000', '/dev/shm/dsh-remote-tools-1000',
       '/usr/bin', '/opt/x',
     ])
+  })
+
+  it('asks a login shell of the user for its PATH, bounded, and finds its answer among what the profile printed', () => {
+    const profile = join(scratch, 'login-home')
+    mkdirSync(profile, { recursive: true })
+    writeFileSync(join(profile, '.profile'), 'echo a banner\nexport PATH="$HOME/go/bin:$PATH"\n')
+    const run = spawnSync('sh', ['-c', loginPathScript()], { encoding: 'utf8', env: { HOME: profile, SHELL: '/bin/sh', PATH: '/usr/bin:/bin' } })
+    // (/etc/profile sets the system's PATH first; the user's profile then puts go/bin before it.)
+    expect(parseLoginPath(run.stdout).split(':')[0]).toBe(`${profile}/go/bin`)
   })
 
   it('resolves each path as the world does (every symlink followed; empty where a parent is missing)', () => {
