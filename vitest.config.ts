@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Minutes-long cases by design: `npm run test:long` (vitest.long.config.ts).
+    exclude: ['test/long/**', '**/node_modules/**'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     fileParallelism: false,

@@ -16,7 +16,7 @@ import { DEFAULT_LOG_BYTES } from '../../src/providers/remote/pty-holder/persist
 import type { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
 import { openPlanned } from '../helpers/held-shell-cases.ts'
 import { type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
-import { execIn, startTestContainer, waitFor } from './helpers.ts'
+import { execIn, startTestContainer, waitFor } from '../docker/helpers.ts'
 
 /** How long the floods run detached (ms), and how often they are sampled (ms). */
 const FLOOD_MS = 10 * 60_000
