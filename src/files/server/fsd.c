@@ -583,6 +583,16 @@ static void op_close(uint32_t id, fields_t *f) {
  * of a symlink or ""), then K with the listed directory's own record. A directory of more
  * entries than the bound, or whose entries take more bytes, is TOOLARGE once that many were
  * read: the listing stops there (the client bounds what it holds by them). */
+/* A listing past one of its bounds: the directory and what was gathered are let go, and the
+ * request is refused as TOOLARGE with `why` (a format taking the bound) filled in. */
+static void list_too_large(uint32_t id, DIR *dir, buf_t *b, const char *why, long long bound) {
+  closedir(dir);
+  buf_free(b);
+  char text[128];
+  snprintf(text, sizeof text, why, bound);
+  send_error(id, "TOOLARGE", text, NULL);
+}
+
 static void op_list(uint32_t id, fields_t *f) {
   char *path = next_field(f, NULL);
   if (f->bad) { send_error(id, "BADREQ", "bad list request", NULL); return; }
@@ -607,11 +617,7 @@ static void op_list(uint32_t id, fields_t *f) {
     const char *name = entry->d_name;
     if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
     if (max_entries >= 0 && ++entries > max_entries) {
-      closedir(dir);
-      buf_free(&b);
-      char text[128];
-      snprintf(text, sizeof text, "the directory has more than %lld entries (the most a listing returns)", max_entries);
-      send_error(id, "TOOLARGE", text, NULL);
+      list_too_large(id, dir, &b, "the directory has more than %lld entries (the most a listing returns)", max_entries);
       return;
     }
     struct stat st;
@@ -645,11 +651,7 @@ static void op_list(uint32_t id, fields_t *f) {
     buf_str(&b, real != NULL ? real : "");
     free(real);
     if (max_bytes >= 0 && sent + (long long)b.length > max_bytes) {
-      closedir(dir);
-      buf_free(&b);
-      char text[128];
-      snprintf(text, sizeof text, "the records of its entries take more than %lld bytes (the most a listing holds)", max_bytes);
-      send_error(id, "TOOLARGE", text, NULL);
+      list_too_large(id, dir, &b, "the records of its entries take more than %lld bytes (the most a listing holds)", max_bytes);
       return;
     }
     if (b.length >= DATA_CHUNK) { sent += (long long)b.length; send_buf(id, 'D', &b); b.length = 0; if (client_gone()) _exit(0); }
