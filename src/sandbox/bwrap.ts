@@ -24,6 +24,7 @@ import { shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
+import { startupNamedPaths, startupProtected } from './startup-names.ts'
 import { type FencePlan, fenceArgs, fenceListingScript, homeOf, loginPathScript, parseFenceListing, parseLoginPath, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from './fence.ts'
 import { isWithin } from '../providers/remote/paths.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
@@ -183,10 +184,12 @@ async function planFences(run: RemoteRun, workspaceRoots: readonly string[], pro
  * @throws whatever `run` throws (e.g. the world cannot be reached: nothing can run there anyway).
  */
 export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string[] = [], ambient: Readonly<Record<string, string>> = {}, uid?: number): Promise<BwrapProbe> {
-  // Each protected path by its name and by where it resolves (fence.ts): one run of readlink.
+  // What the startup files name (startup-names.ts: two reads at most), then each protected path
+  // by its name and by where it resolves (fence.ts): one run of readlink.
   const login = parseLoginPath((await run(loginPathScript())).stdout)
-  const named = protectedPaths(login === '' ? ambient : { ...ambient, PATH: `${ambient.PATH ?? ''}:${login}` }, uid)
   const namedHome = homeOf(ambient)
+  const startup = startupProtected(await startupNamedPaths(run, namedHome), namedHome, workspaceRoots)
+  const named = [...new Set([...protectedPaths(login === '' ? ambient : { ...ambient, PATH: `${ambient.PATH ?? ''}:${login}` }, uid), ...startup])]
   const asked = namedHome === undefined ? named : [namedHome, ...named]
   const resolved = asked.length === 0 ? [] : await run(realPathsScript(asked)).then(result => result.exitCode === 0 ? parseRealPaths(result.stdout, asked.length) : [])
   const home = namedHome === undefined ? undefined : resolved[0] || namedHome

@@ -32,8 +32,9 @@
  * HOME or contains /tmp (where the package keeps its held shells and state), a protected path
  * that is a symlink into the workspace, a protected file with more than one hard link (its
  * other name may lie in the workspace), and a workspace the probe did not look at. What the
- * fence cannot see is a startup file that sources a path outside HOME's dot-entries inside the
- * workspace (`. ~/src/env.sh`): docs/how-it-works.md says so.
+ * startup files name outside HOME's dot-entries (conda's hook, `. ~/src/env.sh`) is read from
+ * their text by startup-names.ts and kept fixed the same way; what they make of other
+ * variables cannot be seen: docs/how-it-works.md says so.
  * @module dsh-remote-worlds/sandbox/fence
  */
 import { posix } from 'node:path'

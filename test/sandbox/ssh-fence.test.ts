@@ -5,7 +5,8 @@
  * another client uses (HOME's), appends to `~/.bashrc` and to what it sources
  * (`~/.cargo/env`, `~/.bashrc.d/`), creates `~/.bash_login` and `~/.ssh/rc`, and plants
  * programs on the login PATH (`~/.local/bin`, which the host's `~/.bashrc` puts first) and on
- * a login's (`~/.cargo/bin`). Each planted program would leave a mark in /var/tmp, which is
+ * a login's (`~/.cargo/bin`), and into what only an interactive shell runs or sources (conda's
+ * hook, gcloud's path.bash.inc, read from `~/.bashrc` itself). Each planted program would leave a mark in /var/tmp, which is
  * read-only inside the fence: a mark proves it ran outside. New clients then open terminals,
  * file servers and searches, confined and unconfined, and no mark appears.
  */
@@ -62,7 +63,17 @@ beforeAll(async () => {
     // A PATH directory only a login shell adds (~/.profile: Go's install docs).
     `echo 'export PATH="$HOME/go/bin:$PATH"' >> ${HOME}/.profile`,
     `echo 'export PATH="$HOME/.cargo/bin:$PATH"' > ${HOME}/.cargo/env && echo note > ${HOME}/notes.txt`,
-    `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools ${HOME}/go ${HOME}/notes.txt`,
+    // What only an interactive shell reads, appended after Debian's non-interactive return as
+    // their installers do: conda's hook (its program, its PATH directory, its conda.sh) and
+    // gcloud's path.bash.inc. Neither lies in a dot-entry of HOME.
+    `mkdir -p ${HOME}/miniconda3/bin ${HOME}/miniconda3/lib ${HOME}/miniconda3/etc/profile.d ${HOME}/google-cloud-sdk/bin`,
+    `printf '#!/bin/sh\n' > ${HOME}/miniconda3/bin/conda && chmod 755 ${HOME}/miniconda3/bin/conda && : > ${HOME}/miniconda3/lib/site.py`,
+    `: > ${HOME}/miniconda3/etc/profile.d/conda.sh && echo 'PATH=$PATH:$(dirname $0)/bin' > ${HOME}/google-cloud-sdk/path.bash.inc`,
+    `printf '%s\n' "__conda_setup=\"\$('${HOME}/miniconda3/bin/conda' 'shell.bash' 'hook' 2> /dev/null)\"" \
+      'if [ -f "${HOME}/miniconda3/etc/profile.d/conda.sh" ]; then . "${HOME}/miniconda3/etc/profile.d/conda.sh"; fi' \
+      'export PATH="${HOME}/miniconda3/bin:$PATH"' \
+      "if [ -f '${HOME}/google-cloud-sdk/path.bash.inc' ]; then . '${HOME}/google-cloud-sdk/path.bash.inc'; fi" >> ${HOME}/.bashrc`,
+    `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools ${HOME}/go ${HOME}/notes.txt ${HOME}/miniconda3 ${HOME}/google-cloud-sdk`,
   ].join(' && '))
   // A client before any fence (its workspace elsewhere) copied the world tools into HOME's cache.
   const before = await sshWorld('danger-full-access', '/var/tmp')
@@ -108,6 +119,11 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       await refused(shell, `${planted('cargo')} > ~/.cargo/bin/cargo`)
       await refused(shell, `${planted('od')} > ~/tools/bin/od`)
       await refused(shell, `${planted('git')} > ~/go/bin/git`)
+      // What only an interactive shell runs or sources, with the installation it belongs to.
+      await refused(shell, `${planted('conda')} > ~/miniconda3/bin/conda`)
+      await refused(shell, 'echo "open(\'/var/tmp/escaped-site\', \'w\')" >> ~/miniconda3/lib/site.py')
+      await refused(shell, 'echo "touch /var/tmp/escaped-gcloud" >> ~/google-cloud-sdk/path.bash.inc')
+      await refused(shell, `${planted('gcloud')} > ~/google-cloud-sdk/bin/gcloud`)
       // The login PATH's directory in HOME, and one ~/.profile would add.
       await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
       await refused(shell, 'mkdir ~/bin')
@@ -119,7 +135,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       const note = world.fs!.writeText(await world.fs!.resolve(`${HOME}/notes.txt`), 'replaced\n')
       await expect(note).rejects.toMatchObject({ code: 'FS_SANDBOX_DENIED' })
       await expect(note).rejects.toThrow(`cannot write "${HOME}/notes.txt": file access denied under workspace-write mode: its directory is read-only inside the sandbox`)
-      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'go/bin', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/go, ${HOME}/tools`)
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'go/bin', '.cargo/env', '.bash_aliases', 'miniconda3', 'google-cloud-sdk', 'go', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/go, ${HOME}/tools`)
     } finally {
       await world.dispose()
     }
@@ -143,7 +159,8 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
     expect(await marks()).toBe('')
     // HOME's cache holds the builds, which the unconfined clients ran.
     expect(await onHost(`sha256sum ${HOME}/.cache/dsh-remote-worlds/tools/${pty}/dsh-pty ${HOME}/.cache/dsh-remote-worlds/tools/${fsd}/dsh-fsd | cut -d' ' -f1`)).toBe(`${pty}\n${fsd}\n`)
-    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; cat ${HOME}/.cargo/env; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file ${HOME}/.bashrc.d/zz.sh ${HOME}/.cargo/bin/cargo ${HOME}/tools/bin/od ${HOME}/go/bin/git 2>&1 | grep -c "No such file"`)).toBe('ex\nexport PATH="$HOME/.cargo/bin:$PATH"\n8\n')
+    expect(await onHost(`head -c 2 ${HOME}/.bashrc; echo; cat ${HOME}/.cargo/env; ls ${HOME}/.ssh/rc ${HOME}/.bash_login ${HOME}/bin ${HOME}/new-file ${HOME}/.bashrc.d/zz.sh ${HOME}/.cargo/bin/cargo ${HOME}/tools/bin/od ${HOME}/go/bin/git ${HOME}/google-cloud-sdk/bin/gcloud 2>&1 | grep -c "No such file"`)).toBe('ex\nexport PATH="$HOME/.cargo/bin:$PATH"\n9\n')
+    expect(await onHost(`cat ${HOME}/miniconda3/bin/conda ${HOME}/miniconda3/lib/site.py ${HOME}/google-cloud-sdk/path.bash.inc`)).toBe('#!/bin/sh\nPATH=$PATH:$(dirname $0)/bin\n')
   }, 180_000)
 
   it('a workspace the fence cannot keep fixed is refused, naming the path and why', async () => {

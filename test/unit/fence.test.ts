@@ -2,7 +2,7 @@
  * The bubblewrap fence's pure parts (src/sandbox/fence.ts): what it keeps fixed, the chain of
  * frozen directories, the listing script run by a real local /bin/sh over a real directory
  * tree, and the bubblewrap arguments and refusals made from it. The fence in a real world,
- * attacked from inside, is test/ssh/fence.test.ts.
+ * attacked from inside, is test/sandbox/ssh-fence.test.ts.
  */
 import { spawnSync } from 'node:child_process'
 import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'

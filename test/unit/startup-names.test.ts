@@ -1,0 +1,88 @@
+/**
+ * What the login shells' startup files name (src/sandbox/startup-names.ts): the parser over the
+ * lines real installers write, the reading script run by a real local /bin/sh, and what a fence
+ * keeps fixed for each name. The fence in a real world, attacked from inside, is
+ * test/sandbox/ssh-fence.test.ts.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { namedPaths, startupNamedPaths, startupProtected } from '../../src/sandbox/startup-names.ts'
+
+const HOME = '/home/u'
+
+describe('the names in a startup file', () => {
+  it('conda\'s hook: its program, the file it sources and the PATH directory it adds', () => {
+    const hook = [
+      '# >>> conda initialize >>>',
+      `__conda_setup="$('${HOME}/miniconda3/bin/conda' 'shell.bash' 'hook' 2> /dev/null)"`,
+      'if [ $? -eq 0 ]; then',
+      '    eval "$__conda_setup"',
+      'else',
+      `    if [ -f "${HOME}/miniconda3/etc/profile.d/conda.sh" ]; then`,
+      `        . "${HOME}/miniconda3/etc/profile.d/conda.sh"`,
+      '    else',
+      `        export PATH="${HOME}/miniconda3/bin:$PATH"`,
+      '    fi',
+      'fi',
+    ].join('\n')
+    expect(namedPaths(hook, HOME)).toEqual({ sourced: [`${HOME}/miniconda3/etc/profile.d/conda.sh`], named: [`${HOME}/miniconda3/bin/conda`, `${HOME}/miniconda3/bin`] })
+  })
+
+  it('~, $HOME and ${HOME} are HOME; a source, a command, each PATH part; never a test\'s operand, a comment, an alias body, a cd, a word of other variables', () => {
+    const text = [
+      "if [ -f '/home/u/google-cloud-sdk/path.bash.inc' ]; then . '/home/u/google-cloud-sdk/path.bash.inc'; fi",
+      '. "$HOME/.cargo/env"',
+      'source ~/src/env.sh   # mine',
+      'export PATH=${HOME}/go/bin:~/tools:$X/bin:/usr/local/bin',
+      'eval "$(~/.local/bin/mise activate bash)"',
+      'cd ~/project && ls',
+      '~/scripts/motd.sh',
+      '[ -x /usr/bin/lesspipe ] && eval "$(SHELL=/bin/sh lesspipe)"',
+      '# ~/commented/out',
+      "alias ll='ls -l ~/notreally'",
+      '. $ZDOTDIR/env',
+    ].join('\n')
+    expect(namedPaths(text, HOME)).toEqual({
+      sourced: [`${HOME}/google-cloud-sdk/path.bash.inc`, `${HOME}/.cargo/env`, `${HOME}/src/env.sh`],
+      named: [`${HOME}/go/bin`, `${HOME}/tools`, '/usr/local/bin', `${HOME}/.local/bin/mise`, `${HOME}/scripts/motd.sh`],
+    })
+  })
+})
+
+describe('what a fence keeps fixed for them', () => {
+  const names = { sourced: [`${HOME}/google-cloud-sdk/path.bash.inc`, `${HOME}/.cargo/env`], named: [`${HOME}/miniconda3/bin`, `${HOME}/go/bin`, '/opt/x/bin'] }
+
+  it('a name in a non-dot entry of HOME: that whole entry, its installation; a dot-entry\'s or one outside HOME: the name', () => {
+    expect(startupProtected(names, HOME, [HOME])).toEqual([`${HOME}/google-cloud-sdk`, `${HOME}/.cargo/env`, `${HOME}/miniconda3`, `${HOME}/go`, '/opt/x/bin'])
+  })
+
+  it('an installation that is a workspace root or holds one: only the name, so that workspace is not refused for what it does not hold', () => {
+    expect(startupProtected(names, HOME, [`${HOME}/go/src/app`, `${HOME}/miniconda3`])).toEqual([`${HOME}/google-cloud-sdk`, `${HOME}/.cargo/env`, `${HOME}/miniconda3/bin`, `${HOME}/go/bin`, '/opt/x/bin'])
+  })
+})
+
+describe('reading them in the world (a real /bin/sh over real files)', () => {
+  const home = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-startup-')))
+  afterAll(() => rmSync(home, { recursive: true, force: true }))
+
+  it('reads the startup files, then once the files they source; a missing one, a directory and a FIFO are left out', async () => {
+    mkdirSync(join(home, 'sdk'))
+    mkdirSync(join(home, '.zshrc'))
+    // A FIFO would block a reader that opened it: it must not be opened at all.
+    expect(spawnSync('mkfifo', [join(home, '.zshenv')]).status).toBe(0)
+    writeFileSync(join(home, '.bashrc'), `. ${home}/sdk/path.inc\n. ${home}/missing.sh\n`)
+    writeFileSync(join(home, '.profile'), `PATH="$HOME/bin:$PATH"\n. "$HOME/.bashrc"\n`)
+    writeFileSync(join(home, 'sdk', 'path.inc'), `export PATH=${home}/sdk/bin:$PATH\n. ${home}/sdk/deeper.inc\n`)
+    const run = async (script: string): Promise<{ exitCode: number | null; stdout: string }> => {
+      const ran = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: home } })
+      return { exitCode: ran.status, stdout: ran.stdout }
+    }
+    expect(await startupNamedPaths(run, home)).toEqual({
+      sourced: [`${home}/sdk/path.inc`, `${home}/missing.sh`, `${home}/.bashrc`, `${home}/sdk/deeper.inc`],
+      named: [`${home}/bin`, `${home}/sdk/bin`],
+    })
+  })
+})
