@@ -96,7 +96,8 @@ export async function buildProfile(tmp: string): Promise<BuiltProfile> {
   const pkg = join(tmp, 'pkg')
   const profile = join(tmp, 'profile')
   await promisify(execFile)(join(ROOT, 'node_modules/.bin/tsc'), ['-p', join(ROOT, 'tsconfig.json'), '--outDir', join(pkg, 'dist')], { cwd: ROOT })
-  copyFileSync(join(ROOT, 'src/providers/remote/control.sh'), join(pkg, 'dist/src/providers/remote/control.sh'))
+  mkdirSync(join(pkg, 'dist/world/control'), { recursive: true })
+  copyFileSync(join(ROOT, 'world/control/control.sh'), join(pkg, 'dist/world/control/control.sh'))
   // The world tools (the file server, ripgrep), built by the pretest step as by `npm run build`.
   symlinkSync(join(ROOT, 'dist/world-tools'), join(pkg, 'dist/world-tools'))
   copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'))

@@ -52,12 +52,12 @@ describe('host commands', () => {
 
   it('every declared command is installed by the README\'s path (npm ci, npm test\'s pretest, Debian, a test itself), not by .ci/run alone', () => {
     const lines = readFileSync(join(ROOT, '.ci/host-commands.txt'), 'utf8').split('\n').filter(line => line.trim().length > 0 && !line.startsWith('#'))
-    const readmePath = /Debian \(essential|npm ci|devDependency|Node\.js|docker\/ensure-world\.sh|docker\/ensure-host-tools\.sh|world-tools\/build\.sh|the clone of this checkout|itself/
+    const readmePath = /Debian \(essential|npm ci|devDependency|Node\.js|docker\/ensure-world\.sh|docker\/ensure-host-tools\.sh|world\/build\.sh|the clone of this checkout|itself/
     const onlyCi = lines.filter(line => !readmePath.test(line.replace(/^\S+\s+/, '')))
     expect(onlyCi).toEqual([])
     // And the pretest runs the installers it names.
     const pretest = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts.pretest
-    expect(pretest).toBe('bash docker/ensure-world.sh && bash docker/ensure-host-tools.sh && bash src/providers/remote/world-tools/build.sh')
+    expect(pretest).toBe('bash docker/ensure-world.sh && bash docker/ensure-host-tools.sh && bash world/build.sh')
   })
 
   it('the shells the shell-quoting and wrapper tests iterate over are declared too', () => {

@@ -1,5 +1,5 @@
 /**
- * Which world-tool builds the package's scripts make (src/providers/remote/world-tools/build.sh,
+ * Which world-tool builds the package's scripts make (world/build.sh,
  * issue 33 item 1): `npm start` and `npm run dsh-remote-worlds` only the machine's architecture,
  * so a newcomer's first command installs no cross compiler; `npm run build` and npm test's
  * pretest both (the suite tests both builds). The script runs with its output in a directory of
@@ -16,7 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/built-package.ts'
 
 const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts
-const BUILD = 'bash src/providers/remote/world-tools/build.sh'
+const BUILD = 'bash world/build.sh'
 const dirs: string[] = []
 /** Whether this machine is of an architecture build.sh makes (Node's names: x64, arm64); else it builds nothing and the cases are skipped. */
 const BUILT_HERE = arch() === 'x64' || arch() === 'arm64'

