@@ -14,7 +14,7 @@ import { FLOOD_CANCEL_METRIC } from './rows/flood-cancel.ts'
 import { CLOSE_ALL_METRIC, MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
 import { FS_EDIT_METRIC, FS_GREP_METRIC, FS_LIST_METRIC, FS_METRICS, FS_READ_BYTES, FS_READ_BYTES_METRIC, FS_READ_METRIC, FS_WRITE_METRIC, type FsMixedRecord, RG_DIRECT_METRIC } from './rows/fs.ts'
 import { STDOUT_THROUGHPUT_BYTES, type Sample, median, percentile, round } from './timing.ts'
-import { REPLAY_ROW_BYTES } from './rows/persistence.ts'
+import { PERSISTENCE_BESIDE_OFF, REPLAY_ROW_BYTES } from './rows/persistence.ts'
 import { WORLD_NAMES, type WorldName } from './worlds.ts'
 
 /** Report order of the rows; rows not listed (container start) follow, by name. */
@@ -87,6 +87,8 @@ const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
   [MANY_TERMINALS_METRIC]: SINGLE_TERMINAL_METRIC,
   // Issue 32, part E: pwsh's open beside the same pwsh started by a plain exec.
   [PWSH_OPEN_METRIC]: PWSH_DIRECT_METRIC,
+  // Issue 33, item 5: the held rows ('connection', the default, and 'client') beside 'off'.
+  ...PERSISTENCE_BESIDE_OFF,
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
@@ -142,6 +144,9 @@ const FLOORS: Floor[] = [
   { metric: CLOSE_ALL_METRIC, worlds: ['docker', 'ssh'], maxMs: 1000, inclusive: true, source: 'issue 21' },
   { metric: FLOOD_CANCEL_METRIC, worlds: ['docker', 'ssh'], maxP90Ms: 1000, inclusive: true, source: 'issue 21' },
   { metric: MANY_TERMINALS_METRIC, worlds: ['docker', 'ssh'], maxDirectRatio: 1.5, source: 'issue 21' },
+  // The default persistence, 'connection', beside 'off' (issue 22's goal; the default since issue 33).
+  { metric: 'open-to-prompt (persist connection)', worlds: ['docker', 'ssh'], maxDirectRatio: 1.1, source: 'issue 22/33' },
+  { metric: 'echo settle (persist connection)', worlds: ['docker', 'ssh'], maxDirectRatio: 1.1, source: 'issue 22/33' },
 ]
 
 /** One timed row of the JSON (field names are stable: users compare runs). */

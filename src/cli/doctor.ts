@@ -11,6 +11,7 @@ import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import { SwarmSubprocessRuntime } from '../providers/swarm/swarm-runtime.ts'
 import { managedLeftovers } from '../providers/docker/docker-world.ts'
 import { reapOrphans } from '../providers/remote/ownership.ts'
+import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import { ResourceWatch, type ResourceWatchReport, formatBytes } from '../providers/remote/resource-events.ts'
 import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { terminalHolder } from '../providers/remote/pty-holder/holder-install.ts'
@@ -51,7 +52,25 @@ async function terminalParentCheck(world: RemoteWorld): Promise<DoctorCheck> {
   if (owner === undefined) return { name: 'terminal parent', ok: false, detail: 'not a remote world of this package' }
   const holder = await terminalHolder(owner)
   if ('path' in holder) return { name: 'terminal parent', ok: true, detail: `dsh-pty ${holder.path} owns each terminal's PTY and reaps its shell: a signal death is reported as the signal, an exit code as the code, and output in flight is bounded by the reader; persistence ('connection', 'client'): held by dsh-pty's holder (dsh-held), the one holder tier this package ships (copied in by content hash, so no script(1), busybox or python3 is needed)` }
-  return { name: 'terminal parent', ok: false, detail: `terminals get the PTY the engine or sshd allocates (${holder.unavailable}): in Docker a shell killed by signal N reads as exit code 128+N; persistence ('connection', 'client') is refused here for the same reason: its holder is dsh-pty's (dsh-held)` }
+  return { name: 'terminal parent', ok: false, detail: `terminals get the PTY the engine or sshd allocates (${holder.unavailable}): in Docker a shell killed by signal N reads as exit code 128+N; a given persistence ('connection', 'client') is refused here for the same reason (its holder is dsh-pty's, dsh-held), and the default one degrades to off` }
+}
+
+/**
+ * The persistence the world's terminals get (providers/remote/pty-holder/persistence.ts, the
+ * default rule): as given, or the default 'connection', or 'off' where that default degraded
+ * because dsh-pty cannot run here. Not ok only for a degraded default: the user did not ask for
+ * 'off', and a cut connection ends the shell.
+ */
+export async function persistenceCheck(world: RemoteWorld): Promise<DoctorCheck> {
+  const runtime = world.runtime
+  if (!(runtime instanceof RemoteSubprocessRuntime)) return { name: 'persistence', ok: false, detail: 'not a remote world of this package' }
+  const effect = await runtime.persistenceInEffect()
+  if (effect.degraded !== undefined) return { name: 'persistence', ok: false, detail: `off: the default 'connection' degraded here, since dsh-pty cannot hold a shell (${effect.degraded}); a cut connection ends the shell` }
+  if (runtime instanceof SwarmSubprocessRuntime) return { name: 'persistence', ok: true, detail: 'off: a swarm world has no persistence setting (its service ends with its client)' }
+  const how = effect.defaulted ? 'the default; --persist off opts out' : 'as given'
+  if (effect.mode === 'off') return { name: 'persistence', ok: true, detail: `off (${how}): a cut connection ends the shell` }
+  if (effect.mode === 'connection') return { name: 'persistence', ok: true, detail: `connection (${how}): a transport cut shorter than the reconnect deadline is not seen by the shell` }
+  return { name: 'persistence', ok: true, detail: `client (${how}): shells outlive the connection and this client` }
 }
 
 /**
@@ -79,6 +98,7 @@ export async function diagnose(world: RemoteWorld, cwd: string, options: { termi
   checks.push({ name: 'resource events', ok: resources.watched, detail: resourceWatchDetail(resources) })
 
   checks.push(await terminalParentCheck(world))
+  checks.push(await persistenceCheck(world))
 
   const environment = await runtime.userEnvironment()
   checks.push({ name: 'locale', ok: environment.locale.effective, detail: environment.locale.reason })

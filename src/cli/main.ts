@@ -64,7 +64,7 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--no-emulator', 'keep no terminal emulator: no answers to terminal queries, no screen (@screen)'))
     .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
     .addOption(new Option('--shell <dialect>', 'the terminal\'s shell: bash (default) or pwsh (PowerShell; a managed container then defaults to dsh-remote-worlds/target-pwsh:bookworm)').choices(['bash', 'pwsh']))
-    .addOption(new Option('--persist <mode>', 'whether the shell outlives its connection (connection: a cut shorter than 60 s is not seen) or this client too (client: left running at exit, for a later run of the same --session; 24 h without a client ends it); default off').choices(['off', 'connection', 'client']))
+    .addOption(new Option('--persist <mode>', 'whether the shell outlives its connection (connection: a cut shorter than 60 s is not seen) or this client too (client: left running at exit, for a later run of the same --session; 24 h without a client ends it) or neither (off); default connection where the world can hold shells, else off (doctor says which)').choices(['off', 'connection', 'client']))
     .addOption(new Option('--session <name>', 'with --persist client: the session the shell belongs to; a later run with the same name and target takes it back; one or more characters, none a control character or a line separator'))
 }
 

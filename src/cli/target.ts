@@ -88,7 +88,7 @@ export interface TargetFlags {
   emulator?: boolean
   /** `--scrollback LINES`: lines the emulator keeps above the screen (0 to 10000). */
   scrollback?: string
-  /** `--persist off|connection|client`: whether shells outlive their connection or this client (runtime setting `persistence`). */
+  /** `--persist off|connection|client`: whether shells outlive their connection or this client (runtime setting `persistence`; absent: the world's default). */
   persist?: string
   /** `--session NAME`: the DSH session id of the shells; with `--persist client`, a later run with the same name and target takes them back. */
   session?: string
@@ -121,8 +121,12 @@ export interface Target {
    * `world.runtimeConfig`; undefined without terminal flags (the defaults: an emulator that answers).
    */
   terminal: TerminalEmulatorSettings | undefined
-  /** `--persist` (default off): with `client`, the CLI leaves its shells running at exit (detaches) for a later run of `session`. */
-  persistence: PersistenceMode
+  /**
+   * `--persist` as given, undefined without it (the world's default: 'connection' where dsh-pty
+   * can hold shells, else 'off'; pty-holder/persistence.ts). With `client`, the CLI leaves its
+   * shells running at exit (detaches) for a later run of `session`.
+   */
+  persistence: PersistenceMode | undefined
 }
 
 /**
@@ -199,14 +203,14 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   if (flags.config !== undefined && flags.devcontainer === undefined) throw new InvalidArgumentError('--config applies to --devcontainer targets only')
   const persistence = persistenceFlag(flags)
   const user = flags.user
-  const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}${persistence === 'off' ? '' : `, persistence ${persistence}${flags.session !== undefined ? ` (session ${flags.session})` : ''}`}`
+  const suffix = `${user === undefined ? '' : ` as ${user}`}${flags.mode === undefined ? '' : `, ${flags.mode}`}${persistence === undefined ? '' : `, persistence ${persistence}${flags.session !== undefined ? ` (session ${flags.session})` : ''}`}`
   const mode = flags.mode === undefined ? {} : { mode: flags.mode }
   const locale = flags.locale === undefined ? {} : { locale: flags.locale === 'off' ? false : flags.locale }
   const terminal = terminalSettings(flags)
   // PSReadLine asks for the cursor position at start and waits for the answer (README, "PowerShell").
   if (flags.shell === 'pwsh' && (terminal?.emulator === false || terminal?.replies === 'off')) throw new InvalidArgumentError(`--shell pwsh needs the terminal to answer: PowerShell's PSReadLine asks for the cursor position when it starts and waits for the answer, so with ${terminal.emulator === false ? '--no-emulator' : '--replies off'} it never shows a prompt`)
   // The runtime config's `locale`, `terminal` and `persistence`, as given (absent: the world's defaults).
-  const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}), ...(persistence !== 'off' ? { persistence } : {}) }
+  const shell = { ...locale, ...(terminal !== undefined ? { terminal } : {}), ...(persistence !== undefined ? { persistence } : {}) }
   // The owner agent's session id (openWorld): terminal-bash gives it to every shell as DSH_SESSION_ID.
   const session = flags.session !== undefined ? { session: flags.session } : {}
   // terminal-bash's dialect; its shell program must exist in the world.
@@ -291,7 +295,7 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   }
   const workspaceRoot = flags.workspace !== undefined ? MANAGED_WORKSPACE : remoteWorkspace(user)
   if (flags.swarm !== undefined) {
-    if (persistence !== 'off') throw new InvalidArgumentError('--persist applies to --docker, --devcontainer, --ssh and managed-container targets; a swarm world is a service of its own client')
+    if (persistence !== undefined && persistence !== 'off') throw new InvalidArgumentError('--persist applies to --docker, --devcontainer, --ssh and managed-container targets; a swarm world is a service of its own client')
     return {
       description: `swarm world from ${image} via ${flags.swarm}${suffix}${flags.workspace !== undefined ? `, workspace ${resolve(flags.workspace)} (on its node) at ${MANAGED_WORKSPACE}` : ''}`,
       world: {
@@ -345,13 +349,16 @@ export function checkSessionName(name: string): string {
 }
 
 /**
- * The persistence mode of `--persist` (default off), with its `--session`.
+ * The persistence mode of `--persist`, with its `--session`; undefined without `--persist` (the
+ * runtime applies the world's default, pty-holder/persistence.ts: 'connection' where dsh-pty can
+ * hold shells, else 'off'). `--persist off` is given to the runtime as 'off'.
  * @throws InvalidArgumentError for another value, `--persist client` without `--session` (nothing a
  *   later run could name the shells by), or `--session` without `--persist client`.
  * @throws InvalidSessionNameError for a `--session` name that cannot be shown on one line ({@link checkSessionName}).
  */
-export function persistenceFlag(flags: Pick<TargetFlags, 'persist' | 'session'>): PersistenceMode {
-  const mode = flags.persist ?? 'off'
+export function persistenceFlag(flags: Pick<TargetFlags, 'persist' | 'session'>): PersistenceMode | undefined {
+  if (flags.persist === undefined && flags.session === undefined) return undefined
+  const mode = flags.persist ?? 'connection'
   if (!(PERSISTENCE_MODES as readonly string[]).includes(mode)) throw new InvalidArgumentError(`--persist takes off, connection or client, got ${JSON.stringify(mode)}`)
   if (mode === 'client' && flags.session === undefined) throw new InvalidArgumentError('--persist client needs --session NAME: the name a later run takes the shells back by')
   if (mode !== 'client' && flags.session !== undefined) throw new InvalidArgumentError('--session names the session a later run takes the shells back by: it needs --persist client')

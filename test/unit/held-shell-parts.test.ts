@@ -12,8 +12,9 @@ import { HolderFrameReader, attachFrame, holdFrame, inputAtFrames } from '../../
 import { persistenceChoice } from '../../src/providers/remote/pty-holder/persistence.ts'
 
 describe('--persist and --session', () => {
-  it('default off; client needs a session; a session needs client; other modes are refused by name', () => {
-    expect(persistenceFlag({})).toBe('off')
+  it('absent: the world\'s default (undefined); off is given as off; client needs a session; a session needs client; other modes are refused by name', () => {
+    expect(persistenceFlag({})).toBeUndefined()
+    expect(persistenceFlag({ persist: 'off' })).toBe('off')
     expect(persistenceFlag({ persist: 'connection' })).toBe('connection')
     expect(persistenceFlag({ persist: 'client', session: 'nightly' })).toBe('client')
     expect(() => persistenceFlag({ persist: 'client' })).toThrow('--persist client needs --session NAME: the name a later run takes the shells back by')
@@ -33,10 +34,11 @@ describe('--persist and --session', () => {
     expect(() => persistenceFlag({ persist: 'client', session: 'a\nb' })).toThrow(InvalidSessionNameError)
   })
 
-  it('the runtime setting takes a mode or an object, with the defaults of 8 MiB, 24 h and 60 s', () => {
-    expect(persistenceChoice('connection')).toEqual({ mode: 'connection', logBytes: 8 * 1024 * 1024, ttlMs: 86_400_000, reconnectDeadlineMs: 60_000, stateDir: undefined })
-    expect(persistenceChoice({ mode: 'client', logBytes: 65_536, ttlMs: 5_000, stateDir: '/s' })).toEqual({ mode: 'client', logBytes: 65_536, ttlMs: 5_000, reconnectDeadlineMs: 60_000, stateDir: '/s' })
-    expect(persistenceChoice(undefined).mode).toBe('off')
+  it('the runtime setting takes a mode or an object, with the defaults of 8 MiB, 24 h and 60 s; absent, the mode is connection, marked as the default (issue 33)', () => {
+    expect(persistenceChoice('connection')).toEqual({ mode: 'connection', defaulted: false, logBytes: 8 * 1024 * 1024, ttlMs: 86_400_000, reconnectDeadlineMs: 60_000, stateDir: undefined })
+    expect(persistenceChoice({ mode: 'client', logBytes: 65_536, ttlMs: 5_000, stateDir: '/s' })).toEqual({ mode: 'client', defaulted: false, logBytes: 65_536, ttlMs: 5_000, reconnectDeadlineMs: 60_000, stateDir: '/s' })
+    expect(persistenceChoice(undefined)).toEqual({ mode: 'connection', defaulted: true, logBytes: 8 * 1024 * 1024, ttlMs: 86_400_000, reconnectDeadlineMs: 60_000, stateDir: undefined })
+    expect(persistenceChoice('off')).toMatchObject({ mode: 'off', defaulted: false })
   })
 })
 

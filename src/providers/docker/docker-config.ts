@@ -75,8 +75,10 @@ export const DockerRuntimeConfig = z.object({
   limits: LimitsSetting.optional(),
   /**
    * Whether terminals' shells outlive their transport (`'connection'`) or their client
-   * (`'client'`), held in the container by dsh-pty (remote/pty-holder/persistence.ts); default
-   * `'off'`. A managed container (`image`) ends with its client: `'client'` is refused there.
+   * (`'client'`), held in the container by dsh-pty (remote/pty-holder/persistence.ts), or neither
+   * (`'off'`). Default `'connection'` where dsh-pty can run in the container, else `'off'`
+   * (reported by `persistenceInEffect()` and `doctor`); a given mode is kept, and refused where it
+   * cannot hold. A managed container (`image`) ends with its client: `'client'` is refused there.
    */
   persistence: PersistenceSetting.optional(),
   /**

@@ -83,8 +83,13 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * locale (environment.ts `chooseLocale`); read once, so every program of a world agrees.
    */
   protected readonly callerLang: string | undefined = process.env.LANG
-  /** Whether terminals' shells outlive their transport or client (config `persistence`; subclasses set it). */
-  protected persistence: Persistence = persistenceChoice(undefined)
+  /**
+   * Whether terminals' shells outlive their transport or client (config `persistence`; the
+   * Docker and SSH runtimes set it, default 'connection'). A runtime with no such setting (the
+   * swarm's) keeps 'off': its world is a service that ends with its client, and no setting
+   * would let a user opt out of a default there.
+   */
+  protected persistence: Persistence = persistenceChoice('off')
   private readonly terminals = new Set<RemoteTerminalHandle>()
   /** Terminal starts not yet adopted, each settled once adopted or failed (see {@link startAdopted}). */
   private readonly starting = new Set<Promise<void>>()
@@ -159,7 +164,7 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     const target = key === undefined ? '' : await this.heldRecordsTarget()
     const taken = key === undefined ? {} : await this.takeBackTerminal(key, target, start)
     if (taken.handle !== undefined) return taken.handle
-    const held = this.persistence.mode === 'off' ? undefined : planHeldShell(control.info.uid)
+    const held = await this.holdsShells() ? planHeldShell(control.info.uid) : undefined
     const open = (): Promise<RemoteTerminalHandle> => startRemoteTerminal({
       ...start,
       tag: held?.tag ?? this.ownership.newTag(),
@@ -181,6 +186,30 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     handle.otherHeldShells = (taken.others ?? []).map(record => ({ pid: record.program.pid, cwd: record.cwd }))
     if (held !== undefined && key !== undefined) await this.recordHeldShell(handle, held, key, target, control, spec)
     return handle
+  }
+
+  /**
+   * Whether a new terminal's shell is held: the mode is not 'off' and, for the default mode, dsh-pty
+   * can run in this world (a default degrades to 'off' where it cannot; a given mode is refused
+   * there, by {@link heldTerminalTransport}).
+   */
+  private async holdsShells(): Promise<boolean> {
+    if (this.persistence.mode === 'off') return false
+    if (!this.persistence.defaulted) return true
+    return 'path' in await terminalHolder(this.owner)
+  }
+
+  /**
+   * The persistence this runtime's terminals get, asked of the world (it opens on first use):
+   * the mode, whether it is the default, and, when the default 'connection' degraded to 'off'
+   * because dsh-pty cannot run here, why (pty-holder/persistence.ts, the default rule).
+   * @throws WorldClosedError after disposal; the world's open errors.
+   */
+  async persistenceInEffect(): Promise<{ mode: Persistence['mode']; defaulted: boolean; degraded?: string }> {
+    const { mode, defaulted } = this.persistence
+    if (mode === 'off' || !defaulted) return { mode, defaulted }
+    const holder = await terminalHolder(this.owner)
+    return 'path' in holder ? { mode, defaulted } : { mode: 'off', defaulted, degraded: holder.unavailable }
   }
 
   /**

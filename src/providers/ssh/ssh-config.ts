@@ -66,7 +66,9 @@ export const SshRuntimeConfig = z.object({
   reapOrphans: z.boolean().optional(),
   /**
    * Whether terminals' shells outlive their connection (`'connection'`) or their client
-   * (`'client'`), held on the host by dsh-pty (remote/pty-holder/persistence.ts); default `'off'`.
+   * (`'client'`), held on the host by dsh-pty (remote/pty-holder/persistence.ts), or neither
+   * (`'off'`). Default `'connection'` where dsh-pty can run on the host, else `'off'` (reported by
+   * `persistenceInEffect()` and `doctor`); a given mode is kept, and refused where it cannot hold.
    */
   persistence: PersistenceSetting.optional(),
 }).strict()
