@@ -1,5 +1,5 @@
 /**
- * The wire format of the world file server (server/fsd.c), both directions: frames and the
+ * The wire format of the world file server (world/fsd/fsd.c), both directions: frames and the
  * fields inside them. Pure; no streams.
  *
  * A frame is a 9-byte header (u32 payload length, u32 request id, u8 code; little-endian) and

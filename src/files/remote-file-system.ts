@@ -4,7 +4,7 @@
  * world-owner.ts): the same connections, exec user, environment and confinement, so a file the
  * agent writes is the file its shell runs, and the other way round.
  *
- * Every primitive is one or two requests to the world's file server (server/fsd.c): a static
+ * Every primitive is one or two requests to the world's file server (world/fsd/fsd.c): a static
  * program this package copies into the world once (providers/remote/world-tools), running as the world's
  * user and, under a confined mode, inside `ctx.sandbox`'s confinement, exactly as the shells.
  * Identity is the world's: `resolve` canonicalizes with the world's realpath, never with host
@@ -662,7 +662,7 @@ export class RemoteFileSystem extends FileSystem {
     }
   }
 
-  /** One publication by the server (see server/fsd.c `op_write`). */
+  /** One publication by the server (see world/fsd/fsd.c `op_write`). */
   private async publish(target: FsTarget, verb: 'write' | 'edit', content: Buffer, guard: { kind: 'n' | 'c' | 'v' | 'h'; version?: string; sha256?: string }, beforeLimit: number, roots: readonly string[], policy: SandboxExecutionPolicy): Promise<{ operation: 'create' | 'update'; version: FsVersion; before: Buffer | undefined; links: number }> {
     // Counted at the start and at the end: a resolve answered while this was in flight does not fold.
     this.mutations += 1

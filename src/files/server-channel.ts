@@ -1,5 +1,5 @@
 /**
- * The client of one world file server (server/fsd.c) over the stdin/stdout of its remote
+ * The client of one world file server (world/fsd/fsd.c) over the stdin/stdout of its remote
  * process. Requests are written as soon as they are made (pipelined); the server answers them
  * one at a time, in order, so a reply's frames never interleave with another's.
  * @module dsh-remote-worlds/files/server-channel

@@ -84,7 +84,7 @@ export function exitStatusCases(world: ExitStatusWorld, options: { spawns: numbe
     }, 600_000)
 
     // A terminal's outcome is the shell's true wait status in every world (issue 24): the
-    // terminal's world-side parent (pty-holder/dsh-pty.c) reaps the shell, so a signal death
+    // terminal's world-side parent (world/dsh-pty/dsh-pty.c) reaps the shell, so a signal death
     // and an exit code of 128+N differ, as in the upstream local provider.
     const SHELL_ENDINGS: readonly [string, SubprocessOutcome][] = [
       ['kill -9 $$', { exitCode: null, signal: 'SIGKILL' }],

@@ -1,7 +1,7 @@
 /**
  * Held shells (issue 22), world-neutral: shells that outlive their transport (persistence
  * 'connection') and their client (persistence 'client'), held in the world by dsh-pty's holder
- * (src/providers/remote/pty-holder/hold.c). Behaviour only: no case asserts a duration.
+ * (world/dsh-pty/hold.c). Behaviour only: no case asserts a duration.
  *
  * A world under these cases reaches the world through a proxy this process controls
  * (socket-cut.ts): the SSH world's TCP connection, the Docker world's engine socket. A cut drops

@@ -1,5 +1,6 @@
-/* What a world tool does first when launch.ts started it (world-tools/launch.ts): the launcher
- * verified the copy through fd 3 and executed that open file (/proc/self/fd/3), so
+/* What a world tool does first when the client's launcher started it
+ * (src/providers/remote/world-tools/launch.ts): the launcher verified the copy through fd 3 and
+ * executed that open file (/proc/self/fd/3), so
  *  - the kernel named the process after the file it executed ("3"; comm, proc(5)): the tool
  *    names itself again (prctl(2) PR_SET_NAME), so ps, pgrep -x and doctor see "dsh-pty";
  *  - fd 3 is still open on the tool's own image: closed here when it is that image (same

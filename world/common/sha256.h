@@ -1,6 +1,6 @@
 /*
  * SHA-256 (FIPS 180-4) for the world tools: the file server's edit guard hashes file contents
- * (src/files/server/fsd.c), dsh-pty's holder the secret an attach presents (pty-holder/hold.c).
+ * (world/fsd/fsd.c), dsh-pty's holder the secret an attach presents (world/dsh-pty/hold.c).
  */
 #ifndef DSH_WORLD_SHA256_H
 #define DSH_WORLD_SHA256_H

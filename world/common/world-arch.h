@@ -1,6 +1,6 @@
 /*
  * The architecture name a world tool reports in its --version line and hello (control.sh and
- * world-tools/manifest.ts name builds by `uname -m`: x86_64, aarch64).
+ * src/providers/remote/world-tools/manifest.ts name builds by `uname -m`: x86_64, aarch64).
  */
 #ifndef DSH_WORLD_ARCH_H
 #define DSH_WORLD_ARCH_H

@@ -1,7 +1,16 @@
 # dsh-remote-worlds control program (POSIX sh). Sent over the stdin of one persistent non-PTY
-# process per (world, uid); nothing is written to the remote disk. See control-channel.ts for
-# the protocol and the /proc facts it relies on. Every /proc read is a shell builtin `read`
-# with a redirection, so a probe forks nothing; dd/od run only to read a select/poll fd set.
+# process per (world, uid); nothing is written to the remote disk. Every /proc read is a shell
+# builtin `read` with a redirection, so a probe forks nothing; dd/od run only to read a
+# select/poll fd set.
+#
+# Started by the client as `sh -s` on a non-PTY exec (Docker) or `/bin/sh -s` on an exec channel
+# (SSH), which then writes this text and its requests to the same stdin. The wire is lines:
+# first this program's `READY UID ARCH PID HOME-HEX`, then for each request `ID OP ARGS...` one
+# reply `ID ok ...` or `ID WORD ...` (gone, none, refused, err WHY), answered in order (the loop
+# below names every OP).
+# It is not built or copied into the world: the package ships the text (dist/world/control/),
+# and its version is that text. The client half: src/providers/remote/control-channel.ts
+# (requests, replies, and the /proc facts the replies rely on).
 exec 2>/dev/null
 # Byte semantics for every parser below (and printf "'C" in readset), whatever the world's locale.
 LC_ALL=C; export LC_ALL

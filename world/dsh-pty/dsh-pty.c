@@ -51,6 +51,16 @@
  *             Frames are answered in the order they came, on the stream that carries the output:
  *             a probe's answer follows every output byte read before it.
  *
+ * The protocol version is PROTOCOL (wire.h), said in the hello and `--version` and bumped with any
+ * frame change; the held mode's further frames are hold.c's, the relay's none (relay.c).
+ *
+ * The client half: src/providers/remote/pty-holder/protocol.ts (the frames, both modes),
+ * held-terminal.ts (one terminal over them) and holder-install.ts (whether a world's terminals get
+ * it, and which copy).
+ * Built by world/build.sh from this folder and world/common/ (static, x86_64 and aarch64) into
+ * dist/world-tools/linux-ARCH/dsh-pty; the client copies it into a world's cache by content hash
+ * (src/providers/remote/world-tools/install.ts).
+ *
  * Lifetime: the holder ends when the shell has ended (after relaying what the PTY still holds, at
  * most DRAIN_BOUND_MS), or when its stdin ends (the client closed or died): it then closes the
  * PTY master, which hangs the terminal up (the kernel sends SIGHUP to the shell's session, as

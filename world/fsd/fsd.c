@@ -20,7 +20,13 @@
  * (src/files/protocol.ts MAX_REPLY_FRAME_BYTES). Requests are at most MAX_REQUEST; a write's
  * content follows its frame raw.
  * The first frame the server sends is H (hello): fields "dsh-fsd", protocol, uid, gid, pid,
- * arch, umask. The client side is src/files/server-channel.ts; the protocol is documented there.
+ * arch, umask. The protocol is PROTOCOL below (2), bumped with any frame change.
+ *
+ * The client half: src/files/protocol.ts (the frames; its PROTOCOL_VERSION is this PROTOCOL, and
+ * a hello naming another is refused) and src/files/server-channel.ts (one server's channel).
+ * Built by world/build.sh from this folder and world/common/ (static, x86_64 and aarch64) into
+ * dist/world-tools/linux-ARCH/dsh-fsd; the client copies it into a world's cache by content hash
+ * and runs it only once verified (src/providers/remote/world-tools/install.ts, launch.ts).
  *
  * Facts this file relies on, with their sources:
  * - flock(2) on a directory fd locks that directory's open file description across every
@@ -664,7 +670,7 @@ static void op_list(uint32_t id, fields_t *f) {
   buf_free(&b);
 }
 
-/* ---------- SHA-256 (world-tools/sha256.c), for the edit guard's content check ---------- */
+/* ---------- SHA-256 (world/common/sha256.c), for the edit guard's content check ---------- */
 
 static void sha256_hex(sha256_t *s, char out[65]) {
   unsigned char digest[32];

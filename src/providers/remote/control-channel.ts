@@ -607,7 +607,7 @@ export class ControlChannel {
   }
 
   /**
-   * The descriptions of the held shells in `directory` (dsh-pty hold.c `write_meta`: lines of
+   * The descriptions of the held shells in `directory` (world/dsh-pty/hold.c `write_meta`: lines of
    * NAME=VALUE words), as written; none when the directory is not this uid's own.
    */
   async heldShellLines(directory: string): Promise<string[]> {

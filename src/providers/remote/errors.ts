@@ -243,7 +243,7 @@ export class WorldToolUnavailableError extends RemoteWorldError {
 
 /**
  * A held shell (`persistence` 'connection' or 'client') is controlled by another client that is
- * still connected: one controller at a time (pty-holder/hold.c). A takeover is granted only once
+ * still connected: one controller at a time (world/dsh-pty/hold.c). A takeover is granted only once
  * that client is gone (no live control program of it in the world's ownership registry).
  */
 export class HeldShellBusyError extends RemoteWorldError {

@@ -4,7 +4,7 @@
  * it owns them: one JSON file per target (a container as a user, a host as a user) in a private
  * directory, each record naming the shell (its held-shell id and socket stem), its secret, the
  * identities of its holder, session leader and program, and the world's identity (boot id, pid
- * namespace) when it started. The world keeps only the secret's SHA-256 (pty-holder/hold.c).
+ * namespace) when it started. The world keeps only the secret's SHA-256 (world/dsh-pty/hold.c).
  *
  * Files are 0600 in a 0700 directory and written whole (rename(2)), under a proper-lockfile lock
  * (an mkdir lock with a stale bound: a client that died frees it), so clients of one target

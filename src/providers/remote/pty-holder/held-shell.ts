@@ -1,5 +1,5 @@
 /**
- * Starting a held shell (hold.c) and reaching it again (`dsh-pty --connect`), the same way in
+ * Starting a held shell (world/dsh-pty/hold.c) and reaching it again (`dsh-pty --connect`), the same way in
  * every world: the world only gives a dsh-pty waiting for its first frame (the one its attached
  * terminals use: a pooled Docker exec, an SSH exec channel without a pty), which the hold frame
  * turns into the holder's relay, and runs a command on a plain pipe as the terminal's user.

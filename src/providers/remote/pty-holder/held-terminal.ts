@@ -1,5 +1,5 @@
 /**
- * A terminal transport over dsh-pty (dsh-pty.c), the terminal's world-side parent: the holder
+ * A terminal transport over dsh-pty (world/dsh-pty/dsh-pty.c), the terminal's world-side parent: the holder
  * runs on a plain pipe (a non-TTY Docker exec, an SSH exec channel without a pty) and owns the
  * PTY in the world. Against a PTY the engine or sshd allocates, this gives
  * - the shell's true wait status: `{ exitCode: null, signal: 'SIGKILL' }` for a `kill -9 $$`,

@@ -1,5 +1,5 @@
 /**
- * The frames between the client and dsh-pty, the terminal's world-side parent (dsh-pty.c states
+ * The frames between the client and dsh-pty, the terminal's world-side parent (world/dsh-pty/dsh-pty.c states
  * the protocol; this is its client half). Every frame is u8 type, u32 payload length
  * (little-endian), payload.
  * @module dsh-remote-worlds/providers/remote/pty-holder/protocol

@@ -1,6 +1,6 @@
 /**
  * The programs this package carries for remote worlds, on the host: where their builds are
- * (`dist/world-tools/linux-ARCH/NAME`, made by src/providers/remote/world-tools/build.sh) and their content hash,
+ * (`dist/world-tools/linux-ARCH/NAME`, made by world/build.sh) and their content hash,
  * which names their place in a world's cache (install.ts).
  * @module dsh-remote-worlds/providers/remote/world-tools/manifest
  */
@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url'
 import { WorldToolUnavailableError } from '../errors.ts'
 
 /**
- * The tools: the file server of the filesystem half (src/files/server/fsd.c), the terminal's
- * world-side parent (providers/remote/pty-holder/dsh-pty.c), and ripgrep.
+ * The tools: the file server of the filesystem half (world/fsd/), the terminal's
+ * world-side parent (world/dsh-pty/), and ripgrep (world/rg/ripgrep.txt).
  */
 export type WorldToolName = 'dsh-fsd' | 'dsh-pty' | 'rg'
 
