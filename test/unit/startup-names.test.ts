@@ -1,6 +1,6 @@
 /**
  * What the login shells' startup files name (src/sandbox/startup-names.ts): the parser over the
- * lines real installers write, the reading script run by a real local /bin/sh, and what a fence
+ * lines real installers write, the reading script run by a real local sh, and what a fence
  * keeps fixed for each name. The fence in a real world, attacked from inside, is
  * test/sandbox/ssh-fence.test.ts.
  */
@@ -64,7 +64,7 @@ describe('what a fence keeps fixed for them', () => {
   })
 })
 
-describe('reading them in the world (a real /bin/sh over real files)', () => {
+describe('reading them in the world (a real sh over real files)', () => {
   const home = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-startup-')))
   afterAll(() => rmSync(home, { recursive: true, force: true }))
 
@@ -77,7 +77,7 @@ describe('reading them in the world (a real /bin/sh over real files)', () => {
     writeFileSync(join(home, '.profile'), `PATH="$HOME/bin:$PATH"\n. "$HOME/.bashrc"\n`)
     writeFileSync(join(home, 'sdk', 'path.inc'), `export PATH=${home}/sdk/bin:$PATH\n. ${home}/sdk/deeper.inc\n`)
     const run = async (script: string): Promise<{ exitCode: number | null; stdout: string }> => {
-      const ran = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: home } })
+      const ran = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: home } })
       return { exitCode: ran.status, stdout: ran.stdout }
     }
     expect(await startupNamedPaths(run, home)).toEqual({
