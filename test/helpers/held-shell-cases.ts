@@ -169,6 +169,27 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 120_000)
 
+  it("without `persistence` (the default since issue 33): the world reports 'connection', and a 2 s cut of the transport under a shell at its prompt is not seen (same pid, the next send settles)", async () => {
+    try {
+      const plan = world.plan('connection', { user })
+      // The same plan with no `persistence` at all: the world's default.
+      const { persistence: _given, ...config } = plan.config
+      const composed = await opened({ ...plan, config } as HeldClientPlan['world'])
+      expect(await (composed.runtime as RemoteSubprocessRuntime<never>).persistenceInEffect()).toEqual({ mode: 'connection', defaulted: true })
+      const terminal = await composed.open()
+      const before = await terminal.send('echo "PID=$$"')
+      const pid = /PID=(\d+)/.exec(before.viewport)![1]
+      expect(await holders(world.containerId(), user)).toContain(holderOf(composed, terminal.pid!))
+      await world.proxy().cut(2_000)
+      const after = await terminal.send('echo "PID=$$ again"')
+      expect(after.waitReason).toBe('stdin_read')
+      expect(after.viewport).toContain(`PID=${pid} again`)
+      await terminal.close()
+    } finally {
+      await disposeAll()
+    }
+  }, 60_000)
+
   it('a shell that printed 4 MiB while its transport was down, then waited at its prompt: after the reconnect all of it arrives and the send settles there', async () => {
     try {
       const composed = await opened(world.plan({ mode: 'connection' }, { user }), undefined, { idleSilenceMs: 60_000 })
