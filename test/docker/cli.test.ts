@@ -50,6 +50,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
       ['session ownership', true],
       ['resource events', true],
       ['terminal parent', true],
+      ['persistence', true],
       ['locale', true],
       ['home', true],
       ['pid publication', true],
@@ -69,6 +70,8 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
     expect(detail('file writes')).toBe('a file written atomically in /tmp under danger-full-access reads back exactly')
     expect(detail('terminal parent')).toMatch(new RegExp(`^dsh-pty ${home}/\\.cache/dsh-remote-worlds/tools/[0-9a-f]{64}/dsh-pty owns each terminal's PTY and reaps its shell`))
     expect(detail('terminal parent')).toContain("persistence ('connection', 'client'): held by dsh-pty's holder (dsh-held), the one holder tier this package ships")
+    // Without --persist: the default, 'connection', where dsh-pty holds shells (issue 33).
+    expect(detail('persistence')).toBe('connection (the default; --persist off opts out): a transport cut shorter than the reconnect deadline is not seen by the shell')
     expect(detail('search')).toBe('glob and grep run /usr/bin/rg in the world (ripgrep 13.0.0)')
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)

@@ -29,8 +29,9 @@ afterAll(async () => {
 clientDeathCases({
   name: 'docker (attached container)',
   containerId: () => container.id,
-  cliFlags: () => ['--docker', container.id, '--user', 'agent'],
-  plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' }) },
+  // Persistence 'off', given (the default is 'connection', whose held shells outlive a dead client by design).
+  cliFlags: () => ['--docker', container.id, '--user', 'agent', '--persist', 'off'],
+  plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent', persistence: 'off' }) },
 })
 
 describe('a live client whose control program is killed', () => {
