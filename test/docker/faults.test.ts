@@ -255,7 +255,8 @@ describe('typed errors of the Docker world', () => {
 
 describe('the container killed while a terminal is live', () => {
   it('handle level: a pending write settles, done rejects with TransportError, output ends, terminate resolves', async () => {
-    const fixture = await runtimeFor({ image: IMAGE })
+    // Persistence 'off', given: the end of a shell that is not held (the default 'connection' holds it).
+    const fixture = await runtimeFor({ image: IMAGE, persistence: 'off' })
     try {
       const handle = await fixture.runtime.spawnTerminal(bashSpec())
       const ended = once(handle.output, 'end')
@@ -292,7 +293,7 @@ describe('the container killed while a terminal is live', () => {
   }, 60_000)
 
   it('openWorld level: the in-flight send settles or rejects, and close and dispose complete', async () => {
-    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 60_000 } })
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE, persistence: 'off' }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 60_000 } })
     const id = (await (world.runtime as DockerSubprocessRuntime).world()).containerId
     try {
       const shell = await world.open()
@@ -338,7 +339,9 @@ describe('the container paused while a terminal is live', () => {
 
   it('handle level: a control request times out and fails the channel; terminate rejects (paused, not quiescent); after unpause a retried terminate proves nothing is left', async () => {
     const id = await pausable()
-    const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000 })
+    // Persistence 'off', given: the typed refusals of a shell that is not held. A held shell (the
+    // default 'connection') waits out a frozen world instead: its probe does not fail within 15 s.
+    const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000, persistence: 'off' })
     try {
       const handle = await fixture.runtime.spawnTerminal(bashSpec())
       await outputUntil(handle, 'ps1> ')
@@ -374,7 +377,7 @@ describe('the container paused while a terminal is live', () => {
 
   it('openWorld level (the CLI path): the send settles, close rejects with a typed error, and after unpause a retried close succeeds with nothing left', async () => {
     const id = await pausable()
-    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: id, controlTimeoutMs: 2_000 }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 5_000 } })
+    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: id, controlTimeoutMs: 2_000, persistence: 'off' }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 5_000 } })
     let shellPid: number | undefined
     try {
       const shell = await world.open()

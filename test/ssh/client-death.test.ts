@@ -20,8 +20,9 @@ afterAll(async () => {
 clientDeathCases({
   name: 'ssh',
   containerId: () => sshd.containerId,
-  cliFlags: () => ['--ssh', `agent@127.0.0.1:${sshd.ports[0]}`, '--identity', sshd.clientKeyFile, '--known-hosts', sshd.knownHostsFile],
+  // Persistence 'off', given (the default is 'connection', whose held shells outlive a dead client by design).
+  cliFlags: () => ['--ssh', `agent@127.0.0.1:${sshd.ports[0]}`, '--identity', sshd.clientKeyFile, '--known-hosts', sshd.knownHostsFile, '--persist', 'off'],
   plugin: async ctx => {
-    await ctx.plugin(SshSubprocessRuntime, { target: `agent@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false })
+    await ctx.plugin(SshSubprocessRuntime, { target: `agent@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false, persistence: 'off' })
   },
 })

@@ -227,7 +227,8 @@ describe('connecting: network failures fail fast', () => {
 
 /** Settle state of a send that was active when the connection was lost. */
 async function lostConnection(lose: () => Promise<void>, restore: () => Promise<void>): Promise<void> {
-  const world: RemoteWorld = await openWorld({ runtime: SshSubprocessRuntime, runtimeConfig: config(), workspaceRoot: '/tmp' })
+  // Persistence 'off', given: a held shell (the default 'connection') outlives the lost connection by design (test/ssh/held-shells.test.ts).
+  const world: RemoteWorld = await openWorld({ runtime: SshSubprocessRuntime, runtimeConfig: config({ persistence: 'off' }), workspaceRoot: '/tmp' })
   try {
     const terminal = await world.open()
     // A second terminal as a bare handle, to watch `done` and `output` directly.
