@@ -189,10 +189,11 @@ describe('Docker limits, network and capabilities of a confined container', () =
     expect(await run(terminal, 'timeout -s KILL 5 bash -c \'f(){ f|f& }; f; sleep 60\' >/tmp/bomb.log 2>&1; echo "rc=$?"')).toBe('Killed\nrc=137')
     expect(await run(terminal, 'grep -m1 -o "fork: retry: Resource temporarily unavailable" /tmp/bomb.log')).toBe('fork: retry: Resource temporarily unavailable')
     // Every bomb process is gone: init, the container's lifeline (sh), the control channel (sh),
-    // this shell's parent (dsh-pty), this shell, ps; besides them only the world's pooled execs
-    // (a launcher, and a standby when its start came before the bomb).
+    // the terminal's dsh-pty (its relay) and this shell's parent, the holder (dsh-held: the default
+    // persistence 'connection' holds the shell), this shell, ps; besides them only the world's
+    // pooled execs (a launcher, and a standby when its start came before the bomb).
     const table = splitPooled(await run(terminal, 'ps -ww -e -o pid=,ppid=,comm=,args='))
-    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'dsh-pty', 'bash', 'ps'])
+    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'dsh-pty', 'dsh-held', 'bash', 'ps'])
     expect(table.pooled.length).toBeGreaterThanOrEqual(1)
     expect(await run(terminal, 'echo alive')).toBe('alive')
     await terminal.close()
