@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence --against pinned|COMMIT]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -14,6 +14,7 @@
 import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { pinnedCommit, runAgainst } from './against.ts'
 import { buildRows, printFs, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
 import { FLOOD_CANCEL_METRICS, floodCancelRuns } from './rows/flood-cancel.ts'
@@ -50,6 +51,9 @@ const { values: args } = parseArgs({
     swarm: { type: 'boolean', default: true },
     // The persistence family (held shells, issue 22) of the remote worlds: on unless --no-persistence.
     persistence: { type: 'boolean', default: true },
+    // The same run on an earlier commit too, interleaved, with each row's ratio (bench/against.ts):
+    // `pinned` is bench/baseline-commit.txt's commit.
+    against: { type: 'string' },
   },
   allowPositionals: false,
   allowNegative: true,
@@ -177,6 +181,16 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 async function main(): Promise<void> {
+  if (args.against !== undefined) {
+    const own: string[] = []
+    const given = process.argv.slice(2)
+    for (let i = 0; i < given.length; i += 1) {
+      if (given[i] === '--against' || given[i] === '--out') i += 1
+      else if (!given[i]!.startsWith('--against=') && !given[i]!.startsWith('--out=')) own.push(given[i]!)
+    }
+    await runAgainst(args.against === 'pinned' ? pinnedCommit() : args.against, own, args.out ?? join(HERE, 'results', 'against.json'))
+    return
+  }
   const wanted = args.only === undefined ? undefined : args.only.split(',').map(name => name.trim()).filter(name => name.length > 0)
   for (const name of wanted ?? []) {
     if (!(WORLD_NAMES as readonly string[]).includes(name)) throw new Error(`--only: unknown world ${JSON.stringify(name)} (${WORLD_NAMES.join(', ')})`)
