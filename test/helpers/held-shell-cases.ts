@@ -99,6 +99,28 @@ async function holders(containerId: string, user: string): Promise<number[]> {
   return listed.stdout.split('\n').filter(line => line.trim().length > 0).map(Number)
 }
 
+/** What each case opens through: worlds it disposes after the case, and fresh session names. */
+function caseKit(world: HeldShellWorld, user: string): {
+  opened(plan: HeldClientPlan['world'], session?: string, tuning?: { timeoutMs?: number; idleSilenceMs?: number }): Promise<RemoteWorld>
+  disposeAll(): Promise<void>
+  session(): string
+} {
+  const worlds: RemoteWorld[] = []
+  return {
+    opened: async (plan, session, tuning = {}) => {
+      const composed = await openPlanned(plan, world.workspace, session, tuning)
+      worlds.push(composed)
+      return composed
+    },
+    disposeAll: async () => {
+      for (const composed of worlds.splice(0)) await composed.dispose().catch(() => undefined)
+      // Whatever a failed case left held ends here, so the next case starts from none.
+      await execIn(world.containerId(), ['pkill', '-KILL', '-x', '-u', user, 'dsh-held'])
+    },
+    session: () => `held-${randomBytes(6).toString('hex')}`,
+  }
+}
+
 /**
  * Register the cases (call inside a `describe`).
  * @param world - the world under test.
@@ -106,30 +128,25 @@ async function holders(containerId: string, user: string): Promise<number[]> {
  *   sshd does not survive a restart of its container).
  */
 export function heldShellCases(world: HeldShellWorld, user: string, options: { restart?: () => Promise<void> } = {}): void {
-  const worlds: RemoteWorld[] = []
-  const opened = async (plan: HeldClientPlan['world'], session?: string, tuning: { timeoutMs?: number; idleSilenceMs?: number } = {}): Promise<RemoteWorld> => {
-    const composed = await openPlanned(plan, world.workspace, session, tuning)
-    worlds.push(composed)
-    return composed
-  }
-  const disposeAll = async (): Promise<void> => {
-    for (const composed of worlds.splice(0)) await composed.dispose().catch(() => undefined)
-    // Whatever a failed case left held ends here, so the next case starts from none.
-    await execIn(world.containerId(), ['pkill', '-KILL', '-x', '-u', user, 'dsh-held'])
-  }
-  const session = (): string => `held-${randomBytes(6).toString('hex')}`
+  const { opened, disposeAll, session } = caseKit(world, user)
 
   it('a client killed with SIGKILL: a new client of the same session takes the same shell back ($$ unchanged) and sees done-42 once', async () => {
     try {
       const plan = world.plan({ mode: 'client', stateDir: world.stateDir }, { user })
       const name = session()
-      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: 'sleep 20; echo done-$((6*7))' })
+      // The command stays busy until this test opens its gate (a file), so it is still running
+      // when the next client attaches, however long that takes, and ends then (no fixed sleep).
+      const gate = `${world.workspace}/held-gate-${randomBytes(4).toString('hex')}`
+      const command = `until [ -e ${gate} ]; do sleep 0.1; done; echo done-$((6*7))`
+      const first = await startClient({ world: plan, session: name, workspaceRoot: world.workspace, send: command })
       await first.kill()
       const next = await opened(plan, name)
       const terminal = await next.open()
       // The replay: what the shell runs now, without a prompt marker (it is busy).
-      expect(terminal.motd).toContain('sleep 20; echo done-$((6*7))')
+      expect(terminal.motd).toContain(command)
       expect(terminal.pid).toBe(first.pid)
+      expect(terminal.read().text).not.toContain('done-42')
+      await execIn(world.containerId(), ['touch', gate], user)
       const text = await waitFor(() => terminal.read().text, seen => seen.includes('done-42\n'), 40_000)
       expect(count(text, 'done-42')).toBe(1)
       const again = await terminal.send('echo "PID=$$"')
@@ -142,6 +159,7 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       expect(await sessionTagsOf(world.containerId(), user, holder)).toEqual([])
       await terminal.close()
       expect(await holders(world.containerId(), user)).not.toContain(holder)
+      await execIn(world.containerId(), ['rm', '-f', gate])
     } finally {
       await disposeAll()
     }
@@ -210,111 +228,6 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       await disposeAll()
     }
   }, 120_000)
-
-  it('1000 sends of `echo L$n >> f` while the transport drops at random: every line once, in order', async () => {
-    const file = `${world.workspace}/held-lines-${randomBytes(4).toString('hex')}`
-    let cutting = true
-    try {
-      const composed = await opened(world.plan({ mode: 'connection' }, { user }))
-      const terminal = await composed.open()
-      const cuts = (async () => {
-        let made = 0
-        while (cutting) {
-          await delay(200 + Math.floor(Math.random() * 800))
-          if (!cutting) break
-          await world.proxy().cut(20 + Math.floor(Math.random() * 300))
-          made += 1
-        }
-        return made
-      })()
-      for (let n = 1; n <= 1000; n += 1) await terminal.send(`echo L${n} >> ${file}`)
-      cutting = false
-      expect(await cuts).toBeGreaterThan(0)
-      const written = await execIn(world.containerId(), ['cat', file])
-      expect(written.stdout).toBe(Array.from({ length: 1000 }, (_, index) => `L${index + 1}\n`).join(''))
-      await terminal.close()
-    } finally {
-      cutting = false
-      await disposeAll()
-      await execIn(world.containerId(), ['rm', '-f', file])
-    }
-  }, 600_000)
-
-  it('100 detach/reattach cycles (50 transport drops, 50 clients gone) during a deterministic 16 MiB output: what was delivered is the source, byte for byte', async () => {
-    // 2097152 lines of 8 bytes (`seq -w`: 7 digits, zero-padded), on a raw PTY (no \r added): 16 MiB.
-    const lines = 2_097_152
-    const source = createHash('sha256')
-    for (let line = 1; line <= lines; line += 1) source.update(`${String(line).padStart(7, '0')}\n`)
-    const expected = source.digest('hex')
-    try {
-      const name = session()
-      const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), name)
-      const terminal = await composed.open()
-      const ready = await terminal.send(`stty raw -echo; read -r go; seq -w 1 ${lines}; sleep 600`)
-      expect(ready.waitReason).toBe('stdin_read')
-      // The shell's secret and socket, as this user's client recorded them.
-      const runtime = composed.runtime as RemoteSubprocessRuntime<never>
-      const recordsFile = (await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(composed, user))), 'utf8'))
-      const record = (JSON.parse(recordsFile) as HeldShellRecord[]).find(entry => entry.program.pid === terminal.pid)!
-      expect(record).toBeDefined()
-      // From here on, this test is the client: it detaches the world's handle and reads the
-      // shell's output itself, through relays it opens and drops.
-      const holder = await terminalHolder(runtime[WORLD_OWNER])
-      if (!('path' in holder)) throw new Error(holder.unavailable)
-      const delivered = createHash('sha256')
-      let offset = -1
-      let total = 0
-      let cycles = 0
-      const attach = async (resume: number | { fromHead: number }): Promise<HeldTerminal> => {
-        const pipe = await runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
-        const { terminal: held, reply } = await attachHeldShell(pipe, 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: () => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`])), deadlineMs: 30_000 }, resume, true)
-        if (offset < 0) offset = reply.head
-        expect(reply.start).toBe(offset)
-        return held
-      }
-      runtime.detachHeldShells()
-      let held = await attach({ fromHead: 0 })
-      // Raw mode: no CR to NL translation, so the line ends with NL.
-      await held.write(Buffer.from('go\n'))
-      const target = lines * 8
-      while (total < target) {
-        const chunk = await new Promise<Buffer | null>(resolve => {
-          const take = (): void => {
-            // At most 64 KiB a read: the cycles come at points spread over the output.
-            const data = (held.output.read(Math.min(65_536, held.output.readableLength)) ?? held.output.read()) as Buffer | null
-            if (data !== null) { cleanup(); resolve(data) }
-          }
-          const ended = (): void => { cleanup(); resolve(null) }
-          const cleanup = (): void => { held.output.off('readable', take); held.output.off('end', ended) }
-          held.output.on('readable', take)
-          held.output.once('end', ended)
-          take()
-        })
-        if (chunk === null) throw new Error(`the output ended at ${total} of ${target} bytes`)
-        const useful = chunk.subarray(0, Math.min(chunk.length, target - total))
-        delivered.update(useful)
-        total += useful.length
-        offset += chunk.length
-        // A cycle every 160 KiB: transport drops (the relay killed in the world) and clients
-        // gone (this client's transport closed; a new one attaches at the offset delivered).
-        if (total >= (cycles + 1) * 167_772 && cycles < 100) {
-          cycles += 1
-          if (cycles % 2 === 1) await execIn(world.containerId(), ['pkill', '-9', '-x', '-u', user, 'dsh-pty'])
-          else {
-            held.close()
-            held = await attach(offset)
-          }
-          await delay(Math.floor(Math.random() * 30))
-        }
-      }
-      expect(cycles).toBe(100)
-      expect(delivered.digest('hex')).toBe(expected)
-      held.close()
-      await execIn(world.containerId(), ['pkill', '-9', '-u', user, '-x', 'dsh-held'])
-    } finally {
-      await disposeAll()
-    }
-  }, 600_000)
 
   it('a probe while a client that attached behind the log\'s head is sent the log: its answer follows all the log held then, and says the true facts (the shell waiting at its prompt)', async () => {
     try {
@@ -530,6 +443,120 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       }
     }, 180_000)
   }
+}
+
+/**
+ * The soak-length cases (minutes each by design: 1000 sends under random cuts, 100
+ * detach/reattach cycles over 16 MiB), registered by test/long/held-shells-soak.test.ts for
+ * both worlds (`npm run test:long`), out of `npm test`'s budget. Call inside a `describe`.
+ */
+export function heldShellSoakCases(world: HeldShellWorld, user: string): void {
+  const { opened, disposeAll, session } = caseKit(world, user)
+
+  it('1000 sends of `echo L$n >> f` while the transport drops at random: every line once, in order', async () => {
+    const file = `${world.workspace}/held-lines-${randomBytes(4).toString('hex')}`
+    let cutting = true
+    try {
+      const composed = await opened(world.plan({ mode: 'connection' }, { user }))
+      const terminal = await composed.open()
+      const cuts = (async () => {
+        let made = 0
+        while (cutting) {
+          await delay(200 + Math.floor(Math.random() * 800))
+          if (!cutting) break
+          await world.proxy().cut(20 + Math.floor(Math.random() * 300))
+          made += 1
+        }
+        return made
+      })()
+      for (let n = 1; n <= 1000; n += 1) await terminal.send(`echo L${n} >> ${file}`)
+      cutting = false
+      expect(await cuts).toBeGreaterThan(0)
+      const written = await execIn(world.containerId(), ['cat', file])
+      expect(written.stdout).toBe(Array.from({ length: 1000 }, (_, index) => `L${index + 1}\n`).join(''))
+      await terminal.close()
+    } finally {
+      cutting = false
+      await disposeAll()
+      await execIn(world.containerId(), ['rm', '-f', file])
+    }
+  }, 600_000)
+
+  it('100 detach/reattach cycles (50 transport drops, 50 clients gone) during a deterministic 16 MiB output: what was delivered is the source, byte for byte', async () => {
+    // 2097152 lines of 8 bytes (`seq -w`: 7 digits, zero-padded), on a raw PTY (no \r added): 16 MiB.
+    const lines = 2_097_152
+    const source = createHash('sha256')
+    for (let line = 1; line <= lines; line += 1) source.update(`${String(line).padStart(7, '0')}\n`)
+    const expected = source.digest('hex')
+    try {
+      const name = session()
+      const composed = await opened(world.plan({ mode: 'client', stateDir: world.stateDir }, { user }), name)
+      const terminal = await composed.open()
+      const ready = await terminal.send(`stty raw -echo; read -r go; seq -w 1 ${lines}; sleep 600`)
+      expect(ready.waitReason).toBe('stdin_read')
+      // The shell's secret and socket, as this user's client recorded them.
+      const runtime = composed.runtime as RemoteSubprocessRuntime<never>
+      const recordsFile = (await readFile(join(world.stateDir, await recordsFileOf(world.stateDir, world.recordsTarget(composed, user))), 'utf8'))
+      const record = (JSON.parse(recordsFile) as HeldShellRecord[]).find(entry => entry.program.pid === terminal.pid)!
+      expect(record).toBeDefined()
+      // From here on, this test is the client: it detaches the world's handle and reads the
+      // shell's output itself, through relays it opens and drops.
+      const holder = await terminalHolder(runtime[WORLD_OWNER])
+      if (!('path' in holder)) throw new Error(holder.unavailable)
+      const delivered = createHash('sha256')
+      let offset = -1
+      let total = 0
+      let cycles = 0
+      const attach = async (resume: number | { fromHead: number }): Promise<HeldTerminal> => {
+        const pipe = await runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`]))
+        const { terminal: held, reply } = await attachHeldShell(pipe, 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: () => runtime.openProcess(holderScript(holder, undefined, ['--connect', `${record.stem}.sock`])), deadlineMs: 30_000 }, resume, true)
+        if (offset < 0) offset = reply.head
+        expect(reply.start).toBe(offset)
+        return held
+      }
+      runtime.detachHeldShells()
+      let held = await attach({ fromHead: 0 })
+      // Raw mode: no CR to NL translation, so the line ends with NL.
+      await held.write(Buffer.from('go\n'))
+      const target = lines * 8
+      while (total < target) {
+        const chunk = await new Promise<Buffer | null>(resolve => {
+          const take = (): void => {
+            // At most 64 KiB a read: the cycles come at points spread over the output.
+            const data = (held.output.read(Math.min(65_536, held.output.readableLength)) ?? held.output.read()) as Buffer | null
+            if (data !== null) { cleanup(); resolve(data) }
+          }
+          const ended = (): void => { cleanup(); resolve(null) }
+          const cleanup = (): void => { held.output.off('readable', take); held.output.off('end', ended) }
+          held.output.on('readable', take)
+          held.output.once('end', ended)
+          take()
+        })
+        if (chunk === null) throw new Error(`the output ended at ${total} of ${target} bytes`)
+        const useful = chunk.subarray(0, Math.min(chunk.length, target - total))
+        delivered.update(useful)
+        total += useful.length
+        offset += chunk.length
+        // A cycle every 160 KiB: transport drops (the relay killed in the world) and clients
+        // gone (this client's transport closed; a new one attaches at the offset delivered).
+        if (total >= (cycles + 1) * 167_772 && cycles < 100) {
+          cycles += 1
+          if (cycles % 2 === 1) await execIn(world.containerId(), ['pkill', '-9', '-x', '-u', user, 'dsh-pty'])
+          else {
+            held.close()
+            held = await attach(offset)
+          }
+          await delay(Math.floor(Math.random() * 30))
+        }
+      }
+      expect(cycles).toBe(100)
+      expect(delivered.digest('hex')).toBe(expected)
+      held.close()
+      await execIn(world.containerId(), ['pkill', '-9', '-u', user, '-x', 'dsh-held'])
+    } finally {
+      await disposeAll()
+    }
+  }, 600_000)
 }
 
 /**
