@@ -165,16 +165,20 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
     }
   }, 120_000)
 
-  it('a 5 s cut of the transport during `sleep 10; echo ok`: the send settles with ok, the shell saw no SIGHUP, its pid is unchanged', async () => {
+  it('a 5 s cut of the transport during a running command (it ends once the cut is over): the send settles with ok, the shell saw no SIGHUP, its pid is unchanged', async () => {
+    const gate = `${world.workspace}/held-gate-${randomBytes(4).toString('hex')}`
     try {
-      // The silence bound above the command's 10 s: the send settles on its prompt, after `ok`.
+      // The silence bound above the command's run: the send settles on its prompt, after `ok`.
       const composed = await opened(world.plan({ mode: 'connection' }, { user }), undefined, { idleSilenceMs: 60_000 })
       const terminal = await composed.open()
       const before = await terminal.send('trap "echo got-\$((1+1))-HUP" HUP; echo "PID=$$"')
       const pid = /PID=(\d+)/.exec(before.viewport)![1]
-      const send = terminal.startSend('sleep 10; echo ok-$((40+2))')
+      // The command runs until this test opens its gate (a file), after the cut: it spans the
+      // whole outage however long the cut's setup takes, with no fixed sleep.
+      const send = terminal.startSend(`until [ -e ${gate} ]; do sleep 0.1; done; echo ok-$((40+2))`)
       await waitFor(async () => (await execIn(world.containerId(), ['pgrep', '-x', '-u', user, 'sleep'])).exitCode, code => code === 0, 10_000)
       await world.proxy().cut(5_000)
+      await execIn(world.containerId(), ['touch', gate], user)
       const result = await send.done
       expect(result.waitReason).toBe('stdin_read')
       expect(result.viewport).toContain('ok-42')
@@ -184,6 +188,7 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       await terminal.close()
     } finally {
       await disposeAll()
+      await execIn(world.containerId(), ['rm', '-f', gate])
     }
   }, 120_000)
 
