@@ -8,12 +8,15 @@
  * startup (agents, multiplexers) on every probe; reading the text runs nothing.
  *
  * What is read: each startup file in {@link STARTUP_FILES} that is a regular file, its first
- * {@link STARTUP_FILE_BYTES} bytes, and then, once, the files those source (conda.sh, path.bash.inc).
- * What counts as a name, in a line with its comment removed:
- * - the word after `.` or `source`;
- * - each `:`-separated part of a `PATH=` (or `export PATH=`) value;
+ * {@link STARTUP_FILE_BYTES} bytes, and then the files those source (conda.sh, path.bash.inc),
+ * three levels deep. What counts as a name, in a line with its comment removed:
+ * - the word after `.`, `\.` (nvm's) or `source` (and `--`);
+ * - each `:`-separated part of any assignment's value (`PATH=`, `PATH+=`, `PROMPT_COMMAND=`,
+ *   `ZDOTDIR=`, `NVM_DIR=`, an alias body), after `export`, `declare -x` and the like;
  * - the first word of a command: at the line's start, after `;`, `&&`, `||`, `|`, `then`,
- *   `do`, `$(` or a backquote (conda's `$('/home/u/miniconda3/bin/conda' 'shell.bash' 'hook')`).
+ *   `do`, a `case` arm's `)`, `$(` or a backquote (conda's
+ *   `$('/home/u/miniconda3/bin/conda' 'shell.bash' 'hook')`), and after `env`, `sudo`, `time`,
+ *   `nohup`, `builtin`, `command`, `exec`, `eval`.
  * A word counts when, after its quotes are removed and a leading `~`, `$HOME` or `${HOME}` is
  * expanded, it is an absolute path with no other expansion or glob in it; the rest (a path made
  * of other variables, a relative path) cannot be known without running the file, which
@@ -33,8 +36,11 @@ export const STARTUP_FILES: readonly string[] = Object.freeze([
 /** At most this many bytes of each file are read (256 KiB: a startup file is far smaller). */
 export const STARTUP_FILE_BYTES = 262_144
 
-/** At most this many sourced files are read in the second round. */
+/** At most this many sourced files are read, over at most {@link SOURCE_ROUNDS} rounds of the script. */
 const SOURCED_FILES_READ = 32
+
+/** The startup files, then what they source, then what those source, and one more level. */
+const SOURCE_ROUNDS = 4
 
 /**
  * The script that prints the files `paths` (absolute), each as `PATH NUL CONTENT NUL`, the
@@ -82,7 +88,10 @@ function words(line: string): string[] {
 }
 
 /** Words after which the next word is a command's first word. */
-const COMMAND_STARTERS = new Set([';', '&&', '||', '|', 'then', 'do', 'else', 'elif', 'if', 'while', 'until', '!', '{', '(', 'eval', 'exec', 'command'])
+const COMMAND_STARTERS = new Set([';', '&&', '||', '|', 'then', 'do', 'else', 'elif', 'if', 'while', 'until', '!', '{', '(', ')'])
+
+/** Words that run the command after them (and their options, `-x`), so that word is still a command's first. */
+const PREFIX_WORDS = new Set(['eval', 'exec', 'command', 'builtin', 'export', 'alias', 'declare', 'typeset', 'local', 'readonly', 'env', 'time', 'nohup', 'nice', 'sudo', 'doas'])
 
 /**
  * The absolute paths one startup file's text names (see the module comment), split in the files
@@ -92,35 +101,39 @@ const COMMAND_STARTERS = new Set([';', '&&', '||', '|', 'then', 'do', 'else', 'e
 export function namedPaths(text: string, home: string | undefined): { sourced: string[]; named: string[] } {
   const sourced = new Set<string>()
   const named = new Set<string>()
-  for (const raw of text.split(/\r?\n/)) {
+  // A backslash at a line's end continues it.
+  for (const raw of text.replace(/\\\r?\n/g, ' ').split(/\r?\n/)) {
     // Double quotes only group (a path with a space in them is rare and not read); `$(` and
-    // backquotes start a command like `;` does; a test's operands (`[ -f P ]`) are no command.
-    const line = raw.replace(/"/g, '').replace(/\$\(|`/g, ' ; ').replace(/(^|\s)\[\[?\s.*?\]\]?/g, '$1')
+    // backquotes start a command like `;` does; a test's operands (`[ -f P ]`) are no command;
+    // `${PATH:+:$PATH}` (CUDA's idiom) adds nothing a rule could name.
+    const line = raw.replace(/"/g, '').replace(/\$\{PATH:\+[^}]*\}/g, '').replace(/\$\(|`/g, ' ; ').replace(/(^|\s)\[\[?\s.*?\]\]?/g, '$1')
     const list = words(line)
     let commandStart = true
     for (let at = 0; at < list.length; at++) {
       const word = list[at]!
-      if (COMMAND_STARTERS.has(word) || word === ')' || word === '}') { commandStart = COMMAND_STARTERS.has(word); continue }
-      const assignment = /^(?:export\s+)?PATH=(.*)$/s.exec(word)
+      if (COMMAND_STARTERS.has(word) || word === '}') { commandStart = COMMAND_STARTERS.has(word); continue }
+      // Any assignment's value (`PATH+=`, `PROMPT_COMMAND=`, `ZDOTDIR=`, `BASH_ENV=`, an alias
+      // body): each `:`-separated part that is a literal absolute path is named.
+      const assignment = /^[A-Za-z_][A-Za-z0-9_]*\+?=(.*)$/s.exec(word)
       if (assignment !== null) {
-        for (const part of assignment[1]!.replace(/^["']|["']$/g, '').split(':')) {
+        for (const part of assignment[1]!.split(':')) {
           const path = absolutePath(part, home)
           if (path !== undefined) named.add(path)
         }
         continue
       }
-      if (word === 'export' || /^[A-Za-z_][A-Za-z0-9_]*=/.test(word)) continue
-      if (commandStart) {
-        if ((word === '.' || word === 'source') && at + 1 < list.length) {
-          const path = absolutePath(list[at + 1]!, home)
-          if (path !== undefined) sourced.add(path)
-          at++
-        } else {
-          const path = absolutePath(word, home)
-          if (path !== undefined) named.add(path)
-        }
-        commandStart = false
+      if (!commandStart || PREFIX_WORDS.has(word) || word.startsWith('-')) continue
+      if (word === '.' || word === '\\.' || word === 'source') {
+        let next = at + 1
+        if (list[next] === '--') next++
+        const path = next < list.length ? absolutePath(list[next]!, home) : undefined
+        if (path !== undefined) sourced.add(path)
+        at = next
+      } else {
+        const path = absolutePath(word, home)
+        if (path !== undefined) named.add(path)
       }
+      commandStart = false
     }
   }
   return { sourced: [...sourced], named: [...named] }
@@ -133,8 +146,8 @@ export interface StartupNames {
 }
 
 /**
- * Everything the user's startup files name, read in the world by `run` (two runs at most: the
- * startup files, then the files they source).
+ * Everything the user's startup files name, read in the world by `run` ({@link SOURCE_ROUNDS}
+ * runs at most: the startup files, then the files they source, and so on).
  * @param run - runs a POSIX sh script in the world as the user; its failure reads as "nothing named".
  * @param home - the user's HOME (undefined: nothing is read).
  */
@@ -153,8 +166,13 @@ export async function startupNamedPaths(run: (script: string) => Promise<{ exitC
     return fresh
   }
   const startupFiles = STARTUP_FILES.map(entry => posix.join(home, entry))
-  const sourced = (await read(startupFiles)).filter(path => !startupFiles.includes(path)).slice(0, SOURCED_FILES_READ)
-  if (sourced.length > 0) await read(sourced)
+  let budget = SOURCED_FILES_READ
+  let next = (await read(startupFiles)).filter(path => !startupFiles.includes(path))
+  for (let round = 1; round < SOURCE_ROUNDS && next.length > 0 && budget > 0; round++) {
+    const batch = next.slice(0, budget)
+    budget -= batch.length
+    next = await read(batch)
+  }
   return found
 }
 

@@ -31,7 +31,7 @@ describe('the names in a startup file', () => {
     expect(namedPaths(hook, HOME)).toEqual({ sourced: [`${HOME}/miniconda3/etc/profile.d/conda.sh`], named: [`${HOME}/miniconda3/bin/conda`, `${HOME}/miniconda3/bin`] })
   })
 
-  it('~, $HOME and ${HOME} are HOME; a source, a command, each PATH part; never a test\'s operand, a comment, an alias body, a cd, a word of other variables', () => {
+  it('~, $HOME and ${HOME} are HOME; a source, a command, each part of an assignment\'s value; never a test\'s operand, a comment, a cd\'s operand, a word of other variables', () => {
     const text = [
       "if [ -f '/home/u/google-cloud-sdk/path.bash.inc' ]; then . '/home/u/google-cloud-sdk/path.bash.inc'; fi",
       '. "$HOME/.cargo/env"',
@@ -47,7 +47,29 @@ describe('the names in a startup file', () => {
     ].join('\n')
     expect(namedPaths(text, HOME)).toEqual({
       sourced: [`${HOME}/google-cloud-sdk/path.bash.inc`, `${HOME}/.cargo/env`, `${HOME}/src/env.sh`],
-      named: [`${HOME}/go/bin`, `${HOME}/tools`, '/usr/local/bin', `${HOME}/.local/bin/mise`, `${HOME}/scripts/motd.sh`],
+      named: [`${HOME}/go/bin`, `${HOME}/tools`, '/usr/local/bin', `${HOME}/.local/bin/mise`, `${HOME}/scripts/motd.sh`, '/bin/sh'],
+    })
+  })
+
+  it('the forms a fresh-user trial planted through: nvm\'s \\., source --, PATH+=, ${PATH:+...}, a case arm, hook variables, prefix words, a continued line', () => {
+    const text = [
+      '[ -s "$HOME/nvm/nvm.sh" ] && \\. "$HOME/nvm/nvm.sh"',
+      'export PATH="$HOME/cuda/bin${PATH:+:$PATH}"',
+      'PATH+=":$HOME/y/bin"',
+      'case $- in *i*) . ~/z/rc.sh;; esac',
+      'source -- ~/s/env.sh',
+      'PROMPT_COMMAND=~/p/prompt.sh',
+      "PATH='/home/u/q/bin':$PATH",
+      'builtin source ~/b/env.sh',
+      'env FOO=1 nohup ~/n/prog',
+      'export ZDOTDIR=~/dotfiles/zsh',
+      "alias ll=~/a/ll",
+      'export PATH=$PATH:\\',
+      '  ~/c/bin',
+    ].join('\n')
+    expect(namedPaths(text, HOME)).toEqual({
+      sourced: [`${HOME}/nvm/nvm.sh`, `${HOME}/z/rc.sh`, `${HOME}/s/env.sh`, `${HOME}/b/env.sh`],
+      named: [`${HOME}/cuda/bin`, `${HOME}/y/bin`, `${HOME}/p/prompt.sh`, `${HOME}/q/bin`, `${HOME}/n/prog`, `${HOME}/dotfiles/zsh`, `${HOME}/a/ll`, `${HOME}/c/bin`],
     })
   })
 })
