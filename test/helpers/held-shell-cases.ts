@@ -295,7 +295,7 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       expect(await holders(world.containerId(), user)).toEqual([Number(parent.stdout.trim())])
       await first.kill()
       // The holder's TTL is ceil(1000 ms / 1000) + 10 s; the wait allows three times that.
-      await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 33_000)
+      expect(await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 33_000)).toEqual([])
       const alive = await execIn(world.containerId(), ['sh', '-c', `kill -0 ${first.pid} 2>/dev/null && echo alive || echo gone`])
       expect(alive.stdout.trim()).toBe('gone')
     } finally {
@@ -311,7 +311,7 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
         const failed = await runtime.spawnTerminal({ argv: ['/nonexistent/shell-x', '-i'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1_000 }).then(() => undefined, (error: unknown) => error as RemoteWorldError)
         expect(failed?.code).toBe('ENOENT')
       }
-      await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 20_000)
+      expect(await waitFor(() => holders(world.containerId(), user), listed => listed.length === 0, 20_000)).toEqual([])
     } finally {
       await disposeAll()
     }

@@ -54,6 +54,9 @@ export const PTY_BUFFER_BYTES = 68 * 1024
 /** Stderr of the holder kept for messages (bytes). */
 const STDERR_KEPT_BYTES = 4096
 
+/** How long a discarded start waits for its holder to end the pipe after `Q` (ms) before closing it anyway. */
+const RELEASE_BOUND_MS = 2_000
+
 /** Pauses between attempts to reach a held shell again (ms), the last one repeated. */
 const RECONNECT_BACKOFF_MS = [100, 250, 500, 1000, 2000] as const
 
@@ -325,8 +328,11 @@ export class HeldTerminal implements TerminalTransport {
   /**
    * End a held shell and release the pipe: for a start that failed, whose shell nobody will take
    * back and which must not live out its TTL. The holder hangs the shell up (SIGHUP, then
-   * SIGKILL to its group after a grace) and ends (`Q`, hold.c). Not held, or no pipe up: as
-   * {@link close} (a held shell's holder then ends at its TTL).
+   * SIGKILL to its group after a grace) and ends (`Q`, hold.c). The pipe is closed only once
+   * the holder ended it, at most {@link RELEASE_BOUND_MS} after the frame was written: closing
+   * it at once could end the relay in the world before it passed `Q` on, which left the holder
+   * (and, in 'client', its 24 h TTL) behind in 3 of 4 tries in Docker. Not held, or no pipe up:
+   * as {@link close} (a held shell's holder then ends at its TTL).
    */
   discard(): void {
     const wire = this.wire
@@ -334,7 +340,14 @@ export class HeldTerminal implements TerminalTransport {
       this.close()
       return
     }
-    this.sendOn(wire, releaseFrame()).catch(() => undefined).finally(() => this.close())
+    // From here the pipe's end is the release's, never a cut to reconnect after (lost()).
+    this.closed = true
+    const released = async (): Promise<void> => {
+      await this.sendOn(wire, releaseFrame())
+      const deadline = performance.now() + RELEASE_BOUND_MS
+      while (!wire.gone && performance.now() < deadline) await delay(10)
+    }
+    released().catch(() => undefined).finally(() => this.close())
   }
 
   /**
