@@ -20,7 +20,7 @@
 import type { Context } from '@deepseek-ai/cordis'
 import { SandboxProvider } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
-import { shQuoteArgv } from '../providers/remote/quote.ts'
+import { shQuote, shQuoteArgv } from '../providers/remote/quote.ts'
 import type { ProgramUnwrapper } from '../providers/remote/wrapped-program.ts'
 import type { PrivateRootsSandbox } from './layout.ts'
 import { WorldSandboxUnavailableError } from './unavailable.ts'
@@ -50,15 +50,30 @@ export interface BwrapLifetime {
 }
 
 /**
+ * Directories of sockets that reach programs running OUTSIDE the fence as the same user: the
+ * user's systemd and D-Bus (`/run/user/UID/bus`, `systemd/private`: `systemd-run --user` runs
+ * anything there). A read-only bind does not stop connect(2) on a socket, so each one the world
+ * has is hidden under an empty tmpfs. (The network and abstract sockets are not fenced here.)
+ */
+export const MASKED_SOCKET_DIRECTORIES: readonly string[] = Object.freeze(['/run/user'])
+
+/** The script that prints each of {@link MASKED_SOCKET_DIRECTORIES} that is a directory in the world, one per line. */
+export function maskedDirectoriesScript(): string {
+  return `${MASKED_SOCKET_DIRECTORIES.map(dir => `[ -d ${shQuote(dir)} ] && echo ${shQuote(dir)}`).join('; ')}; exit 0\n`
+}
+
+/**
  * bwrap arguments (before `--` and the command) expressing `policy`.
  * @param fence - the workspace's fence (fence.ts `fenceArgs`), bound after the workspace under
  *   workspace-write.
+ * @param masked - directories hidden under an empty tmpfs ({@link MASKED_SOCKET_DIRECTORIES}
+ *   that the world has: a missing one cannot be mounted over in the read-only root).
  * @throws Error for a relative workspace root.
  */
-export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = []): string[] {
+export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = [], masked: readonly string[] = []): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp']
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
   if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
   else if (isWithin('/tmp', root)) args.push('--ro-bind', root, root)
   return args
@@ -93,6 +108,8 @@ export type BwrapProbe =
     protected: readonly string[]
     /** The user's HOME, whose dot-entries a fence keeps read-only (fence.ts `homeOf`). */
     home?: string | undefined
+    /** The socket directories hidden in every profile ({@link MASKED_SOCKET_DIRECTORIES} the world has). */
+    masked: readonly string[]
   }
   | { usable: false; reason: string }
 
@@ -103,8 +120,8 @@ const LINE = /^(path|version|ro|ws) ?(.*)$/
  * (exit 0 proves namespaces and every mount of the profile work), and the workspace-write
  * profile for each root. One line per fact; errors are folded onto their line.
  */
-export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Readonly<Record<string, FencePlan>> = {}): string {
-  const ro = shQuoteArgv(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }))
+export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Readonly<Record<string, FencePlan>> = {}, masked: readonly string[] = []): string {
+  const ro = shQuoteArgv(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }, {}, [], masked))
   const lines = [
     'p=$(command -v bwrap 2>/dev/null) || { echo "path"; exit 0; }',
     'case $p in /*) ;; *) echo "path"; exit 0 ;; esac',
@@ -114,7 +131,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Read
   ]
   for (const root of workspaceRoots) {
     const fence = fences[root]
-    const ws = shQuoteArgv(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: root }, {}, fence !== undefined && 'args' in fence ? fence.args : []))
+    const ws = shQuoteArgv(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: root }, {}, fence !== undefined && 'args' in fence ? fence.args : [], masked))
     lines.push(`out=$("$p" ${ws} -- true 2>&1); echo "ws $? $(printf %s "$out" | tr "\\n" " ")"`)
   }
   return `${lines.join('\n')}\n`
@@ -124,7 +141,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Read
  * Parse the probe script's output.
  * @param workspaceRoots - the roots the script probed, in order.
  */
-export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[]; home?: string | undefined } = { fences: {}, protected: [] }): BwrapProbe {
+export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[]; home?: string | undefined; masked?: readonly string[] } = { fences: {}, protected: [] }): BwrapProbe {
   let path = ''
   let version = ''
   let ro: BwrapProfileProbe | undefined
@@ -149,7 +166,7 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
   workspaceRoots.forEach((root, index) => {
     workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
   })
-  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected, ...(fence.home !== undefined ? { home: fence.home } : {}) }
+  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected, ...(fence.home !== undefined ? { home: fence.home } : {}), masked: fence.masked ?? [] }
 }
 
 /**
@@ -195,9 +212,13 @@ export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string
   const home = namedHome === undefined ? undefined : resolved[0] || namedHome
   const protectedAll = [...new Set([...named, ...resolved.slice(namedHome === undefined ? 0 : 1).filter(path => path.startsWith('/'))])]
   const fences = await planFences(run, workspaceRoots, protectedAll, home)
-  const result = await run(bwrapProbeScript(workspaceRoots, fences))
+  // A check that did not answer masks them all: a missing one then fails the profile's probe,
+  // loudly, where an unmasked one would have been reachable.
+  const present = await run(maskedDirectoriesScript())
+  const masked = present.exitCode === 0 ? MASKED_SOCKET_DIRECTORIES.filter(dir => present.stdout.split('\n').includes(dir)) : [...MASKED_SOCKET_DIRECTORIES]
+  const result = await run(bwrapProbeScript(workspaceRoots, fences, masked))
   if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }
-  return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll, home })
+  return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll, home, masked })
 }
 
 /** Construction options of {@link BubblewrapSandboxProvider}. */
@@ -272,7 +293,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
         'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present), or choose a workspace its fence can keep (the reason names what it cannot)')
     }
     return {
-      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : []), '--', ...argv],
+      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : [], this.config.probe.masked), '--', ...argv],
       enforcement: 'full',
       denialSignatures: BWRAP_DENIAL_SIGNATURES,
       runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,
@@ -311,6 +332,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
         'private ephemeral /tmp (--tmpfs /tmp), fresh /dev, own pid namespace and /proc',
         mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
       ]
+      if (probe.usable && probe.masked.length > 0) facts.push(`the user's runtime sockets hidden (${probe.masked.map(dir => `--tmpfs ${dir}`).join(', ')}): the systemd and D-Bus outside the fence are out of reach`)
       const fence = mode === 'workspace-write' ? this.fence(workspaceRoot) : undefined
       if (fence !== undefined && 'frozen' in fence && fence.frozen.length > 0) {
         const home = probe.usable && probe.home !== undefined && isWithin(workspaceRoot, probe.home) ? `every dot-entry of ${probe.home}, ` : ''

@@ -46,6 +46,10 @@ describe('bwrapProfileArgs', () => {
     expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/srv/ws' }, { dieWithParent: false })).toEqual(BASE.filter(arg => arg !== '--die-with-parent'))
   })
 
+  it('hides each socket directory of the user\'s services it is given under its own empty tmpfs, after /tmp\'s and before the workspace', () => {
+    expect(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: '/srv/ws' }, {}, [], ['/run/user'])).toEqual([...BASE, '--tmpfs', '/run/user', '--bind', '/srv/ws', '/srv/ws'])
+  })
+
   it('refuses a relative workspace root', () => {
     expect(() => bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: 'ws' })).toThrow('bwrap profile: the workspace root must be absolute, got "ws"')
   })
@@ -70,6 +74,8 @@ describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
         '/nonexistent-dsh-ws': { args: [], frozen: [] },
       },
       protected: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/games', '/usr/games'],
+      // The image has no /run/user: nothing to hide (a tmpfs over a missing directory would fail).
+      masked: [],
     })
   })
 

@@ -6,7 +6,8 @@
  * (`~/.cargo/env`, `~/.bashrc.d/`), creates `~/.bash_login` and `~/.ssh/rc`, and plants
  * programs on the login PATH (`~/.local/bin`, which the host's `~/.bashrc` puts first) and on
  * a login's (`~/.cargo/bin`), and into what only an interactive shell runs or sources (conda's
- * hook, gcloud's path.bash.inc, read from `~/.bashrc` itself). Each planted program would leave a mark in /var/tmp, which is
+ * hook, gcloud's path.bash.inc, read from `~/.bashrc` itself), and connects to a service of the
+ * user outside the fence (a stand-in for systemd's and D-Bus's sockets in /run/user). Each planted program would leave a mark in /var/tmp, which is
  * read-only inside the fence: a mark proves it ran outside. New clients then open terminals,
  * file servers and searches, confined and unconfined, and no mark appears.
  */
@@ -75,6 +76,11 @@ beforeAll(async () => {
       "if [ -f '${HOME}/google-cloud-sdk/path.bash.inc' ]; then . '${HOME}/google-cloud-sdk/path.bash.inc'; fi" >> ${HOME}/.bashrc`,
     `chown -R agent:agent ${HOME}/.local ${HOME}/.cargo ${HOME}/.bashrc.d ${HOME}/src ${HOME}/tools ${HOME}/go ${HOME}/notes.txt ${HOME}/miniconda3 ${HOME}/google-cloud-sdk`,
   ].join(' && '))
+  // The user's runtime directory with a service of the user listening in it, as systemd's user
+  // manager and D-Bus do (`systemd-run --user` runs anything sent there): a stand-in that leaves
+  // a mark when anything connects.
+  const listen = `import socket; s = socket.socket(socket.AF_UNIX); s.bind('/run/user/1000/bus'); s.listen(); s.accept(); open('/var/tmp/escaped-bus', 'w')`
+  await onHost(`mkdir -p /run/user/1000 && chown agent:agent /run/user/1000 && chmod 700 /run/user/1000 && (runuser -u agent -- python3 -c "${listen}" >/dev/null 2>&1 &) && for i in $(seq 100); do [ -S /run/user/1000/bus ] && break; sleep 0.05; done; [ -S /run/user/1000/bus ]`)
   // A client before any fence (its workspace elsewhere) copied the world tools into HOME's cache.
   const before = await sshWorld('danger-full-access', '/var/tmp')
   try {
@@ -124,6 +130,9 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       await refused(shell, 'echo "open(\'/var/tmp/escaped-site\', \'w\')" >> ~/miniconda3/lib/site.py')
       await refused(shell, 'echo "touch /var/tmp/escaped-gcloud" >> ~/google-cloud-sdk/path.bash.inc')
       await refused(shell, `${planted('gcloud')} > ~/google-cloud-sdk/bin/gcloud`)
+      // A socket of a service outside the fence: its directory is not there to connect to.
+      const connect = `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("/run/user/1000/bus")' 2>&1 | tail -n 1; ls -A /run/user | wc -l`
+      expect(await run(shell, connect)).toBe("FileNotFoundError: [Errno 2] No such file or directory\n0")
       // The login PATH's directory in HOME, and one ~/.profile would add.
       await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
       await refused(shell, 'mkdir ~/bin')
@@ -135,6 +144,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       const note = world.fs!.writeText(await world.fs!.resolve(`${HOME}/notes.txt`), 'replaced\n')
       await expect(note).rejects.toMatchObject({ code: 'FS_SANDBOX_DENIED' })
       await expect(note).rejects.toThrow(`cannot write "${HOME}/notes.txt": file access denied under workspace-write mode: its directory is read-only inside the sandbox`)
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain("the user's runtime sockets hidden (--tmpfs /run/user): the systemd and D-Bus outside the fence are out of reach")
       expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'go/bin', '.cargo/env', '.bash_aliases', 'miniconda3', 'google-cloud-sdk', 'go', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/go, ${HOME}/tools`)
     } finally {
       await world.dispose()
