@@ -337,78 +337,114 @@ describe('the container paused while a terminal is live', () => {
     return container.id
   }
 
-  it('handle level: a control request times out and fails the channel; terminate rejects (paused, not quiescent); after unpause a retried terminate proves nothing is left', async () => {
-    const id = await pausable()
-    // Persistence 'off', given: the typed refusals of a shell that is not held. A held shell (the
-    // default 'connection') waits out a frozen world instead: its probe does not fail within 15 s.
-    const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000, persistence: 'off' })
-    try {
-      const handle = await fixture.runtime.spawnTerminal(bashSpec())
-      await outputUntil(handle, 'ps1> ')
-      await handle.write(`${SLEEP}\n`)
-      await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
-      await pauseWhenNoExecStarts(id)
+  /**
+   * Each case runs with a shell that is not held (persistence 'off', given) and with a held one
+   * (the default, 'connection'): a frozen world fails both the same way, within the control
+   * channel's bound, and never waits out a held shell's reconnect deadline (60 s).
+   */
+  const MODES = [{ name: 'not held (persistence off)', persistence: 'off' }, { name: 'held (the default persistence, connection)', persistence: undefined }] as const
 
-      // The frozen control program does not answer: the request times out and fails the channel;
-      // the probe's retry on a fresh channel finds out why, and says so.
-      const probe = await expectTyped(hangGuard(handle.inspectForeground(), 15_000, 'inspect while paused'), ControlChannelError, 'CONTROL_FAILED')
-      expect(probe.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
+  for (const { name, persistence } of MODES) describe(name, () => {
+    it('handle level: a control request times out and fails the channel; terminate rejects (paused, not quiescent); after unpause a retried terminate proves nothing is left', async () => {
+      const id = await pausable()
+      const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000, ...(persistence === undefined ? {} : { persistence }) })
+      try {
+        const handle = await fixture.runtime.spawnTerminal(bashSpec())
+        await outputUntil(handle, 'ps1> ')
+        await handle.write(`${SLEEP}\n`)
+        await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
+        await pauseWhenNoExecStarts(id)
 
-      // Teardown fails instead of hanging, and does not claim quiescence.
-      const refused = await expectTyped(hangGuard(handle.terminate(), 30_000, 'terminate while paused'), ControlChannelError, 'CONTROL_FAILED')
-      expect(refused.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
+        // The frozen control program does not answer: the request times out and fails the channel;
+        // the probe's retry on a fresh channel finds out why, and says so.
+        const asked = performance.now()
+        const probe = await expectTyped(hangGuard(handle.inspectForeground(), 15_000, 'inspect while paused'), ControlChannelError, 'CONTROL_FAILED')
+        expect(probe.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
+        // The control channel's bound (2 s) and a few engine round trips: not a reconnect deadline.
+        expect(performance.now() - asked).toBeLessThan(6_000)
 
-      await docker.getContainer(id).unpause()
-      // It told the truth: the shell and its sleep are still there.
-      expect((await terminalLeftovers(id, handle.pid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
+        // Teardown fails instead of hanging, and does not claim quiescence.
+        const refused = await expectTyped(hangGuard(handle.terminate(), 30_000, 'terminate while paused'), ControlChannelError, 'CONTROL_FAILED')
+        expect(refused.message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
 
-      // A retried terminate (on a fresh control channel) stops them and proves it.
-      const ended: Promise<unknown> = handle.output.readableEnded ? Promise.resolve() : once(handle.output, 'end')
-      handle.output.resume()
-      await hangGuard(handle.terminate(), 30_000, 'terminate after unpause')
-      await hangGuard(handle.done.catch(() => undefined), 15_000, 'done after terminate')
-      await hangGuard(ended, 15_000, 'output end after terminate')
-      expect(await terminalLeftovers(id, handle.pid)).toEqual([])
-    } finally {
-      await docker.getContainer(id).unpause().catch(() => undefined)
-      await hangGuard(fixture.dispose(), 30_000, 'dispose after pause')
-    }
-  }, 90_000)
+        await docker.getContainer(id).unpause()
+        // It told the truth: the shell and its sleep are still there.
+        expect((await terminalLeftovers(id, handle.pid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
 
-  it('openWorld level (the CLI path): the send settles, close rejects with a typed error, and after unpause a retried close succeeds with nothing left', async () => {
-    const id = await pausable()
-    const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: id, controlTimeoutMs: 2_000, persistence: 'off' }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 5_000 } })
-    let shellPid: number | undefined
-    try {
-      const shell = await world.open()
-      const operation = shell.startSend(SLEEP)
-      await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
-      shellPid = (await containerProcesses(id)).find(row => row.cmdline === SLEEP)!.session
-      await pauseWhenNoExecStarts(id)
-      const outcome = await hangGuard(operation.done.then(result => ({ result }), (error: unknown) => ({ error })), 30_000, 'send while paused')
-      // The send's foreground probe timed out and its retry found the container paused: the
-      // send rejects with that failure.
-      expect('error' in outcome).toBe(true)
-      const sendError = (outcome as { error: unknown }).error
-      expect(sendError).toBeInstanceOf(ControlChannelError)
-      expect((sendError as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
-      const closeError = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close while paused')
-      // terminal-bash wraps the handle's rejection; the cause is the typed, truthful refusal.
-      expect(closeError).toBeInstanceOf(Error)
-      expect((closeError as Error).message).toBe('PTY cleanup failed (model request)')
-      const cause = (closeError as Error).cause
-      expect(cause).toBeInstanceOf(ControlChannelError)
-      expect((cause as ControlChannelError).code).toBe('CONTROL_FAILED')
-      expect((cause as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
-      await docker.getContainer(id).unpause()
-      expect((await terminalLeftovers(id, shellPid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
-      const retry = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close after unpause')
-      expect(retry).toBeUndefined()
-      expect(await terminalLeftovers(id, shellPid)).toEqual([])
-    } finally {
-      await docker.getContainer(id).unpause().catch(() => undefined)
-      await hangGuard(world.dispose().catch(() => undefined), 30_000, 'dispose after pause')
-    }
-    expect(await terminalLeftovers(id, shellPid!)).toEqual([])
-  }, 120_000)
+        // A retried terminate (on a fresh control channel) stops them and proves it.
+        const ended: Promise<unknown> = handle.output.readableEnded ? Promise.resolve() : once(handle.output, 'end')
+        handle.output.resume()
+        await hangGuard(handle.terminate(), 30_000, 'terminate after unpause')
+        await hangGuard(handle.done.catch(() => undefined), 15_000, 'done after terminate')
+        await hangGuard(ended, 15_000, 'output end after terminate')
+        expect(await terminalLeftovers(id, handle.pid)).toEqual([])
+      } finally {
+        await docker.getContainer(id).unpause().catch(() => undefined)
+        await hangGuard(fixture.dispose(), 30_000, 'dispose after pause')
+      }
+    }, 90_000)
+
+    it('openWorld level (the CLI path): the send settles, close rejects with a typed error, and after unpause a retried close succeeds with nothing left', async () => {
+      const id = await pausable()
+      const world = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: id, controlTimeoutMs: 2_000, ...(persistence === undefined ? {} : { persistence }) }, workspaceRoot: '/tmp', terminal: { ...UPSTREAM_TUNING, idleSilenceMs: 30_000, timeoutMs: 5_000 } })
+      let shellPid: number | undefined
+      try {
+        const shell = await world.open()
+        const operation = shell.startSend(SLEEP)
+        await waitFor(async () => (await containerProcesses(id)).some(row => row.cmdline === SLEEP), found => found)
+        shellPid = (await containerProcesses(id)).find(row => row.cmdline === SLEEP)!.session
+        await pauseWhenNoExecStarts(id)
+        const paused = performance.now()
+        const outcome = await hangGuard(operation.done.then(result => ({ result }), (error: unknown) => ({ error })), 30_000, 'send while paused')
+        // Within a probe's bound and a few engine round trips of the pause (terminal-bash probes every 50 ms).
+        expect(performance.now() - paused).toBeLessThan(8_000)
+        // The send's foreground probe timed out and its retry found the container paused: the
+        // send rejects with that failure.
+        expect('error' in outcome).toBe(true)
+        const sendError = (outcome as { error: unknown }).error
+        expect(sendError).toBeInstanceOf(ControlChannelError)
+        expect((sendError as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
+        const closeError = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close while paused')
+        // terminal-bash wraps the handle's rejection; the cause is the typed, truthful refusal.
+        expect(closeError).toBeInstanceOf(Error)
+        expect((closeError as Error).message).toBe('PTY cleanup failed (model request)')
+        const cause = (closeError as Error).cause
+        expect(cause).toBeInstanceOf(ControlChannelError)
+        expect((cause as ControlChannelError).code).toBe('CONTROL_FAILED')
+        expect((cause as Error).message).toBe(`docker container ${id.slice(0, 12)} ${MSG_PAUSED}`)
+        await docker.getContainer(id).unpause()
+        expect((await terminalLeftovers(id, shellPid)).map(row => row.comm).sort()).toEqual(['bash', 'sleep'])
+        const retry = await hangGuard(shell.close().then(() => undefined, (error: unknown) => error), 30_000, 'close after unpause')
+        expect(retry).toBeUndefined()
+        expect(await terminalLeftovers(id, shellPid)).toEqual([])
+      } finally {
+        await docker.getContainer(id).unpause().catch(() => undefined)
+        await hangGuard(world.dispose().catch(() => undefined), 30_000, 'dispose after pause')
+      }
+      expect(await terminalLeftovers(id, shellPid!)).toEqual([])
+    }, 120_000)
+
+    it('a new terminal of a world that runs one fails at once with TargetNotRunningError, and starts again after unpause', async () => {
+      const id = await pausable()
+      const fixture = await runtimeFor({ container: id, controlTimeoutMs: 2_000, ...(persistence === undefined ? {} : { persistence }) })
+      try {
+        const first = await fixture.runtime.spawnTerminal(bashSpec())
+        await outputUntil(first, 'ps1> ')
+        expect((await fixture.runtime.persistenceInEffect()).mode).toBe(persistence ?? 'connection')
+        await pauseWhenNoExecStarts(id)
+        const asked = performance.now()
+        const error = await expectTyped(hangGuard(fixture.runtime.spawnTerminal(bashSpec()), 15_000, 'a terminal of the paused container'), TargetNotRunningError, 'TARGET_NOT_RUNNING')
+        expect(error.message).toContain('is paused')
+        expect(performance.now() - asked).toBeLessThan(2_000)
+        await docker.getContainer(id).unpause()
+        const again = await hangGuard(fixture.runtime.spawnTerminal(bashSpec()), 15_000, 'a terminal after unpause')
+        await outputUntil(again, 'ps1> ')
+        await hangGuard(again.terminate(), 30_000, 'terminate after unpause')
+        await hangGuard(first.terminate(), 30_000, 'terminate the first after unpause')
+      } finally {
+        await docker.getContainer(id).unpause().catch(() => undefined)
+        await hangGuard(fixture.dispose(), 30_000, 'dispose after pause')
+      }
+    }, 90_000)
+  })
 })

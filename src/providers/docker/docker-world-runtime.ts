@@ -136,6 +136,8 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
       worldEnded: () => world.ended(user),
       // A failed channel (a request timed out) is replaced for the teardown; a paused container refuses.
       recoverControl: () => world.recoverControl(user),
+      // A held shell's parent silent in a paused container: the same refusal, at once.
+      refuseFrozen: () => world.refuseIfPaused(user),
       onTerminated: this.forgetTerminal,
     }
     return this.startTerminal(common, {

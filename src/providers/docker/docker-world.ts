@@ -539,7 +539,7 @@ export class DockerWorld {
    *   stopped (then {@link ended} is true, and nothing is left to stop).
    */
   async recoverControl(user: string | undefined): Promise<ControlChannel> {
-    const paused = (): ControlChannelError => new ControlChannelError(`${this.describe(user)} is paused: its processes are frozen, not ended, so nothing there can be probed, signalled or proven quiescent; unpause the container and retry`)
+    const paused = (): ControlChannelError => this.pausedRefusal(user)
     const state = await this.state()
     if (state === 'paused') throw paused()
     if (state === 'ended') throw new ControlChannelError(`${this.describe(user)} is not running: no control channel can start`)
@@ -561,6 +561,23 @@ export class DockerWorld {
     } finally {
       settled = true
     }
+  }
+
+  /**
+   * Fail with the paused container's refusal (the one {@link recoverControl} gives) when the
+   * engine says the container is paused now, as ContainerInspect says (one round trip, a few
+   * ms); resolve otherwise, an engine that does not answer included (nothing is known then).
+   * The `refuseFrozen` hook of terminals (remote/terminal.ts): a held shell's parent that does
+   * not answer in a paused container is not waited for as through a transport outage.
+   * @throws ControlChannelError when the container is paused.
+   */
+  async refuseIfPaused(user: string | undefined): Promise<void> {
+    if (await this.state() === 'paused') throw this.pausedRefusal(user)
+  }
+
+  /** What every probe, signal and teardown of a paused container's programs is refused with. */
+  private pausedRefusal(user: string | undefined): ControlChannelError {
+    return new ControlChannelError(`${this.describe(user)} is paused: its processes are frozen, not ended, so nothing there can be probed, signalled or proven quiescent; unpause the container and retry`)
   }
 
   /** True once the engine no longer knows the container (inspect answers 404). */

@@ -124,6 +124,15 @@ export interface RemoteTerminalStart {
    */
   recoverControl?: (() => Promise<ControlChannel>) | undefined
   /**
+   * Reject with the world's refusal when it is frozen now (a paused container: its processes
+   * neither answer nor end until it is unpaused, so nothing can be probed or signalled), resolve
+   * otherwise. Asked when the shell's world-side parent has not answered a foreground probe
+   * within the control channel's bound, before the answer is waited for further: a held shell's
+   * parent is waited for through a transport outage (it answers once its pipe is back), which a
+   * frozen world is not. Absent: the world has no such state (SSH).
+   */
+  refuseFrozen?: (() => Promise<void>) | undefined
+  /**
    * The terminal's emulator (emulator/settings.ts `emulatorChoice`): fed the program's output,
    * it answers terminal queries (when `replies`) and shows the screen. Undefined: none.
    */
@@ -659,16 +668,31 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (this.transport.foreground === undefined) return byControl()
     // A parent that does not answer within the control channel's bound (a paused container, a
     // parent its own shell stopped): the control channel answers, or says why the world cannot.
-    const asked = this.transport.foreground(this.identity)
-    let timer: NodeJS.Timeout | undefined
-    const late = new Promise<'late'>(resolve => { timer = setTimeout(() => resolve('late'), this.control.requestTimeoutMs) })
-    return Promise.race([asked, late]).then(answer => answer !== 'late' ? answer : byControl().catch((error: unknown) => {
+    // A frozen world refuses first: a held shell's probe would otherwise wait for its parent.
+    return this.unlessLate(this.transport.foreground(this.identity), asked => byControl().catch(async (error: unknown) => {
       // A held shell's parent silent through a transport outage: the outage that delays its
       // answer cuts the control channel off too, and the parent answers once the transport is
-      // back (HeldTerminal reconnects within reconnectDeadlineMs, else rejects `asked`).
-      if (this.held) return asked
-      throw error
-    })).finally(() => clearTimeout(timer))
+      // back (HeldTerminal reconnects within reconnectDeadlineMs, else rejects `asked`). A
+      // world frozen meanwhile is refused, as above.
+      if (!this.held) throw error
+      await this.start.refuseFrozen?.()
+      return asked
+    }))
+  }
+
+  /**
+   * `asked` of the shell's world-side parent; when it has not answered within the control
+   * channel's bound, the world's refusal if it is frozen now ({@link RemoteTerminalStart.refuseFrozen}),
+   * else `late(asked)`.
+   */
+  private unlessLate<T>(asked: Promise<T>, late: (asked: Promise<T>) => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    const bound = new Promise<'late'>(resolve => { timer = setTimeout(() => resolve('late'), this.control.requestTimeoutMs) })
+    return Promise.race([asked, bound]).then(async answer => {
+      if (answer !== 'late') return answer
+      await this.start.refuseFrozen?.()
+      return late(asked)
+    }).finally(() => clearTimeout(timer))
   }
 
   /** Resolves once the program first reads the terminal, quietly (see {@link write}), or at the bound. */
