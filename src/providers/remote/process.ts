@@ -666,8 +666,11 @@ export class RemoteProcessHandle implements SubprocessHandle {
       if (failure !== undefined && !await this.start.worldEnded().catch(() => false)) throw failure
     }
     this.treeGone = true
-    // The program is gone; give the transport a bounded moment to deliver the trailer.
-    await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    // The program is gone; give the transport a bounded moment to deliver the trailer (the
+    // bound's timer cancelled once it came, so it holds no process open for the grace).
+    const bound = new AbortController()
+    await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs, undefined, { signal: bound.signal }).catch(() => undefined)])
+    bound.abort()
     if (!this.settled) this.transport?.close()
   }
 

@@ -820,8 +820,14 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       // A dead control channel in a world that ended (container stopped) leaves nothing running.
       if (!(error instanceof RemoteWorldError && error.code === 'CONTROL_FAILED') || !await this.start.worldEnded().catch(() => false)) throw error
     }
-    // The top-level process is gone; give the transport a bounded moment to report it.
-    const reported = (): Promise<unknown> => Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs)])
+    // The top-level process is gone; give the transport a bounded moment to report it. The
+    // bound's timer is cancelled once the report came: left running, it held a CLI process
+    // open for the whole grace (3 s) after its world was closed.
+    const reported = async (): Promise<void> => {
+      const bound = new AbortController()
+      await Promise.race([this.done.then(() => undefined, () => undefined), delay(graceMs, undefined, { signal: bound.signal }).catch(() => undefined)])
+      bound.abort()
+    }
     await reported()
     if (!this.exited && this.parent !== undefined) {
       // The shell's parent did not report: its own shell stopped it (`kill -STOP $PPID`), so the
