@@ -11,6 +11,8 @@
  * {@link STARTUP_FILE_BYTES} bytes, and then the files those source (conda.sh, path.bash.inc),
  * three levels deep. What counts as a name, in a line with its comment removed:
  * - the word after `.`, `\.` (nvm's) or `source` (and `--`);
+ * - each path a `for` loop lists (Fedora's `for rc in ~/.bashrc.d/*`), a plain glob in its last
+ *   component expanded by the world's sh ({@link isGlob});
  * - each `:`-separated part of any assignment's value (`PATH=`, `PATH+=`, `PROMPT_COMMAND=`,
  *   `ZDOTDIR=`, `NVM_DIR=`, an alias body), after `export`, `declare -x` and the like;
  * - the first word of a command: at the line's start, after `;`, `&&`, `||`, `|`, `then`,
@@ -49,8 +51,17 @@ const SOURCE_ROUNDS = 4
  * head(1) and od(1).
  */
 export function startupFilesScript(paths: readonly string[]): string {
-  const body = `for _f in ${paths.map(path => shQuote(path)).join(' ')}; do [ -f "$_f" ] && [ -r "$_f" ] || continue; printf '%s\\0' "$_f"; head -c ${STARTUP_FILE_BYTES} -- "$_f" 2>/dev/null | tr -d '\\000'; printf '\\0'; done | od -An -v -tx1`
+  const body = `for _f in ${paths.map(path => isGlob(path) ? `${shQuote(posix.dirname(path))}/${posix.basename(path)}` : shQuote(path)).join(' ')}; do [ -f "$_f" ] && [ -r "$_f" ] || continue; printf '%s\\0' "$_f"; head -c ${STARTUP_FILE_BYTES} -- "$_f" 2>/dev/null | tr -d '\\000'; printf '\\0'; done | od -An -v -tx1`
   return `exec /bin/sh -c ${shQuote(body)}\n`
+}
+
+/**
+ * A path whose last component is a plain glob (`~/.bashrc.d/*.sh`: letters, digits, `._-` and
+ * `*?`), which {@link startupFilesScript} lets the world's sh expand; nothing else is left unquoted.
+ */
+export function isGlob(path: string): boolean {
+  const base = posix.basename(path)
+  return /[*?]/.test(base) && /^[A-Za-z0-9._*?-]+$/.test(base) && !/[*?[\]]/.test(posix.dirname(path))
 }
 
 /** Parse {@link startupFilesScript}'s output: each file read, by path. */
@@ -71,8 +82,9 @@ function literalWord(word: string, home: string | undefined): string | undefined
 }
 
 /** The absolute path a word names, normalized, or undefined. */
-function absolutePath(word: string, home: string | undefined): string | undefined {
-  const text = literalWord(word, home)
+function absolutePath(word: string, home: string | undefined, glob = false): string | undefined {
+  const text = literalWord(glob ? word.replace(/[*?]/g, '\u0001') : word, home)?.replace(/\u0001/g, '*')
+  if (glob && text !== undefined && text.includes('*') && !isGlob(text)) return undefined
   if (text === undefined || !text.startsWith('/') || /[\0\n]/.test(text)) return undefined
   return posix.normalize(text).replace(/(.)\/$/, '$1')
 }
@@ -122,6 +134,17 @@ export function namedPaths(text: string, home: string | undefined): { sourced: s
         }
         continue
       }
+      // `for f in ~/.bashrc.d/*.sh ~/x.sh; do . "$f"; done` (Fedora's ~/.bashrc): each listed
+      // file counts as sourced, a glob's by what it matches in the world.
+      if (commandStart && word === 'for' && list[at + 2] === 'in') {
+        at += 3
+        for (; at < list.length && list[at] !== ';' && list[at] !== 'do'; at++) {
+          const path = absolutePath(list[at]!, home, true)
+          if (path !== undefined) sourced.add(path)
+        }
+        at--
+        continue
+      }
       if (!commandStart || PREFIX_WORDS.has(word) || word.startsWith('-')) continue
       if (word === '.' || word === '\\.' || word === 'source') {
         let next = at + 1
@@ -154,18 +177,22 @@ export interface StartupNames {
 export async function startupNamedPaths(run: (script: string) => Promise<{ exitCode: number | null; stdout: string }>, home: string | undefined): Promise<StartupNames> {
   const found: StartupNames = { sourced: [], named: [] }
   if (home === undefined) return found
+  const startupFiles = STARTUP_FILES.map(entry => posix.join(home, entry))
   const read = async (paths: readonly string[]): Promise<string[]> => {
     const result = await run(startupFilesScript(paths))
     if (result.exitCode !== 0) return []
     const fresh: string[] = []
-    for (const text of parseStartupFiles(result.stdout).values()) {
+    for (const [path, text] of parseStartupFiles(result.stdout)) {
+      if (!startupFiles.includes(path) && !found.sourced.includes(path)) found.sourced.push(path)
       const names = namedPaths(text, home)
       for (const path of names.named) if (!found.named.includes(path)) found.named.push(path)
-      for (const path of names.sourced) if (!found.sourced.includes(path)) { found.sourced.push(path); fresh.push(path) }
+      for (const path of names.sourced) {
+        if (isGlob(path)) { if (!fresh.includes(path)) fresh.push(path) }
+        else if (!found.sourced.includes(path)) { found.sourced.push(path); fresh.push(path) }
+      }
     }
     return fresh
   }
-  const startupFiles = STARTUP_FILES.map(entry => posix.join(home, entry))
   let budget = SOURCED_FILES_READ
   let next = (await read(startupFiles)).filter(path => !startupFiles.includes(path))
   for (let round = 1; round < SOURCE_ROUNDS && next.length > 0 && budget > 0; round++) {

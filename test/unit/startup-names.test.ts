@@ -74,6 +74,17 @@ describe('the names in a startup file', () => {
   })
 })
 
+describe('the files a for loop sources', () => {
+  it('each listed path counts as sourced, a plain glob in the last component kept as a pattern for the world to expand; a glob elsewhere or of other characters is not read', () => {
+    const text = [
+      'for rc in ~/.bashrc.d/*; do . "$rc"; done',
+      'for f in ~/one.sh "$HOME/two.sh" ~/conf.d/*.sh; do source $f; done',
+      'for g in ~/a*/x.sh ~/b/[ab].sh; do . $g; done',
+    ].join('\n')
+    expect(namedPaths(text, HOME)).toEqual({ sourced: [`${HOME}/.bashrc.d/*`, `${HOME}/one.sh`, `${HOME}/two.sh`, `${HOME}/conf.d/*.sh`], named: [] })
+  })
+})
+
 describe('what a fence keeps fixed for them', () => {
   const names = { sourced: [`${HOME}/google-cloud-sdk/path.bash.inc`, `${HOME}/.cargo/env`], named: [`${HOME}/miniconda3/bin`, `${HOME}/go/bin`, '/opt/x/bin'] }
 
@@ -90,7 +101,7 @@ describe('reading them in the world (a real sh over real files)', () => {
   const home = realpathSync(mkdtempSync(join(tmpdir(), 'dsh-startup-')))
   afterAll(() => rmSync(home, { recursive: true, force: true }))
 
-  it('reads the startup files, then once the files they source; a missing one, a directory and a FIFO are left out', async () => {
+  it('reads the startup files, then the files they source (a loop\'s glob expanded by the world\'s sh); a missing one, a directory and a FIFO are left out', async () => {
     mkdirSync(join(home, 'sdk'))
     mkdirSync(join(home, '.zshrc'))
     // A FIFO would block a reader that opened it: it must not be opened at all.
@@ -98,13 +109,17 @@ describe('reading them in the world (a real sh over real files)', () => {
     writeFileSync(join(home, '.bashrc'), `. ${home}/sdk/path.inc\n. ${home}/missing.sh\n`)
     writeFileSync(join(home, '.profile'), `PATH="$HOME/bin:$PATH"\n. "$HOME/.bashrc"\n`)
     writeFileSync(join(home, 'sdk', 'path.inc'), `export PATH=${home}/sdk/bin:$PATH\n. ${home}/sdk/deeper.inc\n`)
+    // Fedora's loop over ~/.bashrc.d, one of whose files holds conda's hook.
+    mkdirSync(join(home, '.bashrc.d'))
+    writeFileSync(join(home, '.bash_profile'), 'for rc in ~/.bashrc.d/*.sh; do . "$rc"; done\n')
+    writeFileSync(join(home, '.bashrc.d', 'conda.sh'), `eval "$('${home}/miniconda3/bin/conda' 'shell.bash' 'hook')"\n`)
     const run = async (script: string): Promise<{ exitCode: number | null; stdout: string }> => {
       const ran = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: home } })
       return { exitCode: ran.status, stdout: ran.stdout }
     }
     expect(await startupNamedPaths(run, home)).toEqual({
-      sourced: [`${home}/sdk/path.inc`, `${home}/missing.sh`, `${home}/.bashrc`, `${home}/sdk/deeper.inc`],
-      named: [`${home}/bin`, `${home}/sdk/bin`],
+      sourced: [`${home}/sdk/path.inc`, `${home}/missing.sh`, `${home}/.bashrc`, `${home}/sdk/deeper.inc`, `${home}/.bashrc.d/conda.sh`],
+      named: [`${home}/bin`, `${home}/sdk/bin`, `${home}/miniconda3/bin/conda`],
     })
   })
 })
