@@ -91,10 +91,12 @@ describe('the packed tarball', () => {
       'dist/src/plugins/fs.js',
       'dist/world-tools/linux-x86_64/dsh-fsd',
       'dist/world-tools/linux-x86_64/dsh-pty',
+      'dist/world-tools/linux-x86_64/dsh-relay',
       'dist/world-tools/linux-x86_64/rg',
       'dist/world-tools/linux-x86_64/rg.LICENSE',
       'dist/world-tools/linux-aarch64/dsh-fsd',
       'dist/world-tools/linux-aarch64/dsh-pty',
+      'dist/world-tools/linux-aarch64/dsh-relay',
       'dist/world-tools/linux-aarch64/rg',
       'dist/world-tools/linux-aarch64/rg.LICENSE',
     ]))
