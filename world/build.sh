@@ -12,9 +12,14 @@
 # client sends its text (npm run build copies it to dist/world/control/).
 # Idempotent: a stamp of the inputs per architecture skips the work when nothing changed (< 0.1 s).
 #
-# Needs a C compiler for each architecture: gcc for the machine's own, and
-# ARCH-linux-gnu-gcc for the other (Debian: gcc-aarch64-linux-gnu libc6-dev-arm64-cross, or
-# gcc-x86-64-linux-gnu libc6-dev-amd64-cross). As root on Debian they are installed when missing.
+# Needs a C compiler for each architecture: for the machine's own, musl-gcc (Debian: musl-tools)
+# or else gcc; for the other, ARCH-linux-gnu-gcc (Debian: gcc-aarch64-linux-gnu
+# libc6-dev-arm64-cross, or gcc-x86-64-linux-gnu libc6-dev-amd64-cross). As root on Debian they
+# are installed when missing. Why musl: a world hashes a tool's whole file at every start
+# (src/providers/remote/world-tools/launch.ts), and a static musl build is about a ninth of a
+# static glibc one (dsh-pty 92 KB against 838 KB). Debian has no musl cross compiler, so the
+# other architecture's build is glibc's; a machine where musl-tools cannot be had builds with
+# gcc and says so. The compiler is part of each architecture's stamp.
 #
 #   build.sh              the machine's architecture (fails without a compiler), and the other
 #                         one when its compiler is there or can be installed (else it says so)
@@ -50,7 +55,11 @@ stamp="$(cat "${inputs[@]}" | sha256sum | cut -c1-32)"
 
 compiler_for() {
   local arch=$1
-  if [ "$(uname -m)" = "$arch" ] && command -v gcc >/dev/null; then echo gcc; return 0; fi
+  if [ "$(uname -m)" = "$arch" ]; then
+    if command -v musl-gcc >/dev/null; then echo musl-gcc; return 0; fi
+    if command -v gcc >/dev/null; then echo gcc; return 0; fi
+    return 1
+  fi
   local cross="${arch/_/-}-linux-gnu-gcc"
   [ "$arch" = x86_64 ] && cross=x86_64-linux-gnu-gcc
   if command -v "$cross" >/dev/null; then echo "$cross"; return 0; fi
@@ -65,18 +74,22 @@ packages_for() {
 }
 
 ensure_compiler() {
-  local arch=$1
-  compiler_for "$arch" >/dev/null && return 0
+  local arch=$1 native=0
+  [ "$(uname -m)" = "$arch" ] && native=1
+  # The machine's own: musl-gcc, or gcc where musl-tools cannot be installed.
+  if [ "$native" = 1 ] && command -v musl-gcc >/dev/null; then return 0; fi
+  if [ "$native" = 0 ] && compiler_for "$arch" >/dev/null; then return 0; fi
   local packages; packages=$(packages_for "$arch")
-  [ "$(uname -m)" = "$arch" ] && packages="gcc libc6-dev"
+  [ "$native" = 1 ] && packages="musl-tools gcc libc6-dev"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "no C compiler for $arch: installing $packages"
+    log "no $( [ "$native" = 1 ] && echo musl-gcc || echo C compiler ) for $arch: installing $packages"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >&2 || {
       DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >&2
     }
   fi
   compiler_for "$arch" >/dev/null || { log "no C compiler for $arch (install: $packages)"; return 1; }
+  [ "$native" = 0 ] || command -v musl-gcc >/dev/null || log "no musl-gcc (install: musl-tools): building $arch with gcc, a static glibc build about 9 times larger to hash at each start"
 }
 
 fetch_ripgrep() {
@@ -106,12 +119,13 @@ build_arch() {
   done
   log "fetching ripgrep for $arch"
   fetch_ripgrep "$arch" || return 1
-  printf '%s\n' "$stamp" > "$OUT/linux-$arch/.stamp"
+  printf '%s\n' "$stamp $cc" > "$OUT/linux-$arch/.stamp"
 }
 
 failed=0
 for arch in $ARCHES; do
-  if [ -f "$OUT/linux-$arch/.stamp" ] && [ "$(cat "$OUT/linux-$arch/.stamp")" = "$stamp" ]; then continue; fi
+  # Up to date: the same inputs, built by the compiler this machine would use now.
+  if [ -f "$OUT/linux-$arch/.stamp" ] && [ "$(cat "$OUT/linux-$arch/.stamp")" = "$stamp $(compiler_for "$arch" || true)" ]; then continue; fi
   native=0; [ "$(uname -m)" = "$arch" ] && native=1
   if ensure_compiler "$arch" && build_arch "$arch"; then continue; fi
   if [ "$MODE" = --all ] || { [ "$native" = 1 ] && [ "$MODE" = default ]; }; then exit 1; fi

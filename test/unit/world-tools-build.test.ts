@@ -36,7 +36,7 @@ async function runWithStandIns(step: string): Promise<{ code: number; reached: s
   dirs.push(dir)
   const log = join(dir, 'reached')
   writeFileSync(log, '')
-  for (const name of ['gcc', 'x86_64-linux-gnu-gcc', 'aarch64-linux-gnu-gcc', 'apt-get', 'npm']) {
+  for (const name of ['musl-gcc', 'gcc', 'x86_64-linux-gnu-gcc', 'aarch64-linux-gnu-gcc', 'apt-get', 'npm']) {
     writeFileSync(join(dir, name), `#!/bin/sh\necho ${name} >> '${log}'\nexit 1\n`)
     chmodSync(join(dir, name), 0o755)
   }
@@ -59,13 +59,14 @@ describe('the world-tool builds of the package scripts', () => {
   it.skipIf(!BUILT_HERE)('npm start\'s step reaches for the machine\'s compiler only: no cross compiler, no apt-get, and it never fails', async () => {
     const { code, reached } = await runWithStandIns(buildStep('start'))
     expect(code).toBe(0)
-    // The machine's own compiler, tried once (its stand-in fails, so nothing more follows).
-    expect(reached).toEqual(['gcc'])
+    // The machine's own compiler (musl-gcc, which it prefers), tried once (its stand-in fails,
+    // so nothing more follows).
+    expect(reached).toEqual(['musl-gcc'])
   })
 
   it.skipIf(!BUILT_HERE)('--if-possible, what npm start ran before, reaches for the other architecture\'s cross compiler too', async () => {
     const { code, reached } = await runWithStandIns(`${BUILD} --if-possible`)
     expect(code).toBe(0)
-    expect(reached).toEqual(['gcc', arch() === 'x64' ? 'aarch64-linux-gnu-gcc' : 'x86_64-linux-gnu-gcc'])
+    expect(reached).toEqual(['musl-gcc', arch() === 'x64' ? 'aarch64-linux-gnu-gcc' : 'x86_64-linux-gnu-gcc'])
   })
 })

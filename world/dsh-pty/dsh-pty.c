@@ -84,6 +84,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errno-text.h"
 #include "world-arch.h"
 #include "launched.h"
 #include "foreground.h"
@@ -134,7 +135,7 @@ static void send_frame(char type, const void *payload, uint32_t length) {
 
 static void send_error(const char *what) {
   char text[512];
-  int n = snprintf(text, sizeof text, "%s: %s", what, strerror(errno));
+  int n = snprintf(text, sizeof text, "%s: %s", what, errno_text(errno));
   send_frame('E', text, n < 0 ? 0 : (uint32_t)(n < (int)sizeof text ? n : (int)sizeof text - 1));
   _exit(1);
 }

@@ -62,6 +62,7 @@
  *   order.
  */
 #define _GNU_SOURCE
+#include "errno-text.h"
 #include "hold.h"
 #include <dirent.h>
 #include <errno.h>
@@ -469,7 +470,7 @@ static void spawn(struct conn *c, const unsigned char *p, uint32_t length) {
   const char *failed = "";
   if (pty_shell_start(rows, cols, script, &H.shell_mask, &H.pty, &failed) < 0) {
     char text[512];
-    int n = snprintf(text, sizeof text, "%s: %s", failed, strerror(errno));
+    int n = snprintf(text, sizeof text, "%s: %s", failed, errno_text(errno));
     queue_frame(c, 'E', text, (uint32_t)(n < 0 ? 0 : n));
     flush_conn(c);
     finish(1);
@@ -830,7 +831,7 @@ static int listen_at(const char *stem, char *error, size_t size) {
   strcpy(address.sun_path, H.sock_path);
   mode_t old = umask(077);
   if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&address, sizeof address) < 0 || listen(listen_fd, 8) < 0) {
-    snprintf(error, size, "%s: listen on %s: %s", errno_name(errno), H.sock_path, strerror(errno));
+    snprintf(error, size, "%s: listen on %s: %s", errno_name(errno), H.sock_path, errno_text(errno));
     if (listen_fd >= 0) close(listen_fd);
     listen_fd = -1;
   }
@@ -891,7 +892,7 @@ int hold(const char *stem, const unsigned char *first, size_t first_len, const s
   }
   pid_t daemon = fork();
   if (daemon < 0) {
-    snprintf(error, sizeof error, "%s: fork: %s", errno_name(errno), strerror(errno));
+    snprintf(error, sizeof error, "%s: fork: %s", errno_name(errno), errno_text(errno));
     report_start_error(error);
     unlink(H.sock_path);
     return 1;
@@ -914,7 +915,7 @@ int hold(const char *stem, const unsigned char *first, size_t first_len, const s
   execl("/proc/self/exe", "dsh-pty", "--held", stem, fd_text, (char *)NULL);
   /* Without /proc the holder cannot shed the tag: refuse rather than hold a shell the next
    * client's reaper would end. The relay sees the socket close and ends too. */
-  snprintf(error, sizeof error, "%s: exec /proc/self/exe (the holder running itself without the client's session tag): %s", errno_name(errno), strerror(errno));
+  snprintf(error, sizeof error, "%s: exec /proc/self/exe (the holder running itself without the client's session tag): %s", errno_name(errno), errno_text(errno));
   report_start_error(error);
   unlink(H.sock_path);
   _exit(1);

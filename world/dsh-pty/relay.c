@@ -5,6 +5,7 @@
  * relay's stdin ends and it closes the socket: the holder sees its controller leave.
  */
 #define _GNU_SOURCE
+#include "errno-text.h"
 #include "relay.h"
 #include <errno.h>
 #include <poll.h>
@@ -61,7 +62,7 @@ int relay(const char *path, const unsigned char *first, size_t first_len) {
   }
   if (failed != 0) {
     char text[512];
-    int n = snprintf(text, sizeof text, "%s: connect %s: %s", errno_name(failed), path, strerror(failed));
+    int n = snprintf(text, sizeof text, "%s: connect %s: %s", errno_name(failed), path, errno_text(failed));
     uint32_t length = (uint32_t)(n < 0 ? 0 : n < (int)sizeof text ? n : (int)sizeof text - 1);
     unsigned char header[5] = { 'E' };
     put_u32(header + 1, length);

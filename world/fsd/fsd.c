@@ -73,6 +73,7 @@
 #define MAX_ROOTS 64
 #define LOCK_WAIT_MS 10000
 
+#include "errno-text.h"
 #include "world-arch.h"
 #include "launched.h"
 #include "sha256.h"
@@ -182,7 +183,7 @@ static void send_error(uint32_t id, const char *code, const char *what, const ch
 
 static void send_errno(uint32_t id, int error, const char *what, const char *path) {
   char text[256];
-  snprintf(text, sizeof text, "%s (%s)", what, strerror(error));
+  snprintf(text, sizeof text, "%s (%s)", what, errno_text(error));
   send_error(id, errno_name(error), text, path);
 }
 
@@ -730,7 +731,7 @@ static int fd_under_root(int fd, char **roots, int nroots) {
 static void send_fence_error(uint32_t id, int error, const char *dir) {
   if (error == EXDEV) { send_error(id, "OUTSIDE", "the directory lies outside the writable roots", dir); return; }
   char text[256];
-  snprintf(text, sizeof text, "the directory's path cannot be read whole from /proc/self/fd (%s), so it cannot be checked against the writable roots", strerror(error));
+  snprintf(text, sizeof text, "the directory's path cannot be read whole from /proc/self/fd (%s), so it cannot be checked against the writable roots", errno_text(error));
   send_error(id, "UNPROVEN", text, dir);
 }
 
