@@ -24,6 +24,7 @@ import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 import { mountRemoteFileSystem } from '../files/remote-file-system.ts'
 import { worldOwnerOf } from '../providers/remote/world-owner.ts'
+import { type WorldNetwork, type WorldNetworkOptions, mountWorldNetwork } from '../network/world-network.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
 export interface TerminalTuning {
@@ -92,6 +93,13 @@ export interface OpenWorldOptions<C> {
    * back. Default: a fresh id.
    */
   session?: string
+  /**
+   * The world's network (src/network/world-network.ts): `'none'` (the confined modes' default:
+   * lo only), `'allow'` with rules (connections through this client, judged and dialed here),
+   * or `'full'` (danger-full-access's, and only its). A setting the world cannot enforce is
+   * refused when the world opens.
+   */
+  network?: WorldNetworkOptions
 }
 
 /**
@@ -173,6 +181,8 @@ export interface RemoteWorld {
   readonly runtime: SubprocessRuntime
   /** The filesystem half (`ctx.fs`) in the same world; undefined with `fs: false`. */
   readonly fs: FileSystem | undefined
+  /** The world's network setting in force (its live rules, its egress counts). */
+  readonly network: WorldNetwork
   /** Open a persistent shell (cwd defaults to the workspace root). */
   open(options?: { cwd?: string; name?: string; signal?: AbortSignal }): Promise<WorldTerminal>
   /** Close every terminal, dispose the runtime (removing a managed container). */
@@ -243,6 +253,7 @@ function remoteHandleOf(runtime: SubprocessRuntime, pid: number | undefined): Re
 export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<RemoteWorld> {
   const ctx = new Context()
   let agent: Agent
+  let network: WorldNetwork
   try {
     await ctx.plugin(SessionStore)
     await ctx.plugin(AgentRegistry)
@@ -256,6 +267,10 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     // Default: whenever the runtime is one of ours (a local runtime brings no world to serve).
     const fs = options.fs ?? (worldOwnerOf(ctx.get('subprocess')) !== undefined)
     if (fs !== false) await mountRemoteFileSystem(ctx, fs === true ? {} : fs)
+    // Before the first terminal: under 'allow', every program the world starts gets the proxy.
+    const mounted = await mountWorldNetwork(ctx, options.network ?? {}, ctx.sandboxPolicy.defaultMode)
+    network = mounted
+    ctx.effect(() => () => mounted.close(), 'network teardown')
     for (const plugin of options.plugins ?? []) await plugin(ctx)
     await ctx.plugin(terminalBash, { ...options.terminal })
     agent = ownerAgent(ctx, options.session ?? `dsh-remote-${randomUUID()}`)
@@ -320,6 +335,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     agent,
     runtime,
     fs: ctx.get('fs'),
+    network,
     open,
     detach: async () => {
       detached ||= disposed === undefined

@@ -10,6 +10,8 @@
  *   --known-hosts FILE) | --swarm ENDPOINT (with --swarm-node, --constraint, --placement-pref,
  *   --reserve-memory, --reserve-cpus, --tls-certs; --image names its image); --user; --cwd.
  * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
+ * Network: --network none|allow|full, --allow RULE, --deny RULE, --resolve NAME:PORT:ADDR,
+ *   --egress-log FILE, --forward [ADDR:]PORT:WORLD_PORT (openWorld's `network`, src/network/world-network.ts).
  * @module dsh-remote-worlds/cli/main
  */
 // First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
@@ -65,6 +67,12 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--scrollback <lines>', 'lines the terminal emulator keeps above the screen (0 to 10000; default 200)'))
     .addOption(new Option('--shell <dialect>', 'the terminal\'s shell: bash (default) or pwsh (PowerShell; a managed container then defaults to dsh-remote-worlds/target-pwsh:bookworm)').choices(['bash', 'pwsh']))
     .addOption(new Option('--persist <mode>', 'whether the shell outlives its connection (connection: a cut shorter than 60 s is not seen) or this client too (client: left running at exit, for a later run of the same --session; 24 h without a client ends it) or neither (off); default connection where the world can hold shells, else off (doctor says which)').choices(['off', 'connection', 'client']))
+    .addOption(new Option('--network <mode>', 'the world\'s network: none (lo only; the confined modes\' default), allow (only what --allow rules let through, judged and dialed by this client; the world resolves no name), full (danger-full-access only)').choices(['none', 'allow', 'full']))
+    .addOption(new Option('--allow <rule>', 'with --network allow (implied): let the world reach HOST, *.SUFFIX or an address/CIDR, each with an optional :PORT, through its HTTP(S) proxy (repeatable)').argParser(collect))
+    .addOption(new Option('--deny <rule>', 'refuse HOST, *.SUFFIX or an address/CIDR (with an optional :PORT), whatever --allow says (repeatable)').argParser(collect))
+    .addOption(new Option('--resolve <name:port:addr>', 'as curl\'s --resolve: this client\'s answer for NAME:PORT when the world asks for it (repeatable)').argParser(collect))
+    .addOption(new Option('--egress-log <file>', 'append each egress decision (time, world, host, port, verdict, rule, bytes each way) to FILE as a JSON line'))
+    .addOption(new Option('--forward <[addr:]port:world-port>', 'as ssh -L: carry connections to this machine\'s ADDR:PORT (default 127.0.0.1; PORT 0: any free one) to WORLD-PORT on the world\'s 127.0.0.1 (repeatable; needs no network in the world)').argParser(collect))
     .addOption(new Option('--session <name>', 'with --persist client: the session the shell belongs to; a later run with the same name and target takes it back; one or more characters, none a control character or a line separator'))
 }
 
@@ -120,6 +128,12 @@ async function noteDevcontainer(world: RemoteWorld): Promise<void> {
   if (resolved !== undefined) for (const line of devcontainerNotices(resolved)) process.stderr.write(`${line}\n`)
 }
 
+/** Say on stderr where the world's forwarded ports listen and where its proxy is (network/world-network.ts). */
+function noteNetwork(world: RemoteWorld): void {
+  for (const forward of world.network.forwards()) process.stderr.write(`# forwarding ${forward.host.address}:${forward.host.port} to the world's 127.0.0.1:${forward.spec.worldPort}\n`)
+  if (world.network.proxyPort !== undefined) process.stderr.write(`# network allow: the world's HTTP(S) proxy is 127.0.0.1:${world.network.proxyPort} (HTTP_PROXY, HTTPS_PROXY)\n`)
+}
+
 /** Say on stderr where a swarm world landed: its service and node. */
 function noteSwarm(world: RemoteWorld): void {
   if (world.runtime instanceof SwarmSubprocessRuntime) process.stderr.write(`# ${world.runtime.describe()}\n`)
@@ -162,6 +176,7 @@ targetOptions(program.command('shell'))
       await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
       noteSwarm(world)
+      noteNetwork(world)
       noteHeld(world, terminal.pid)
       await warnUnowned(world)
       const status = await interactiveShell(terminal, process.stdin, process.stdout)
@@ -183,6 +198,7 @@ targetOptions(program.command('run'))
       await noteDevcontainer(world)
       const terminal = await world.open({ cwd: target.cwd })
       noteSwarm(world)
+      noteNetwork(world)
       // With --json, stdout carries only records; the header goes to stderr.
       ;(flags.json === true ? process.stderr : process.stdout).write(`# ${target.description}, shell pid ${terminal.pid}\n`)
       noteHeld(world, terminal.pid)

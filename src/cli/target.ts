@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
+import type { WorldNetworkOptions } from '../network/world-network.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
 import type { UserEnvironment } from '../providers/remote/environment.ts'
@@ -92,6 +93,18 @@ export interface TargetFlags {
   persist?: string
   /** `--session NAME`: the DSH session id of the shells; with `--persist client`, a later run with the same name and target takes them back. */
   session?: string
+  /** `--network none|allow|full` (network/world-network.ts; absent: allow with --allow rules, else the mode's default). */
+  network?: 'none' | 'allow' | 'full'
+  /** `--allow RULE` (repeatable): `HOST`, `*.SUFFIX` or `CIDR`, each with an optional `:PORT`. */
+  allow?: string[]
+  /** `--deny RULE` (repeatable), the same forms; deny wins. */
+  deny?: string[]
+  /** `--resolve NAME:PORT:ADDR` (repeatable), as curl's: this client's answer for that name. */
+  resolve?: string[]
+  /** `--egress-log FILE`: each egress decision appended as a JSON line. */
+  egressLog?: string
+  /** `--forward [HOST_ADDR:]HOST_PORT:WORLD_PORT` (repeatable): a port of this machine carried to the world's 127.0.0.1. */
+  forward?: string[]
 }
 
 /** A runtime that can hand out its control channel (both worlds implement this). */
@@ -192,6 +205,19 @@ async function ensurePwshWorld(): Promise<void> {
  *   EngineUnavailableError.
  */
 export async function resolveTarget(flags: TargetFlags): Promise<Target> {
+  const target = await resolveWorld(flags)
+  const network = networkSetting(flags)
+  return network === undefined ? target : { ...target, world: { ...target.world, network } }
+}
+
+/** The world's network setting of `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log` and `--forward`; undefined without them. */
+export function networkSetting(flags: Pick<TargetFlags, 'network' | 'allow' | 'deny' | 'resolve' | 'egressLog' | 'forward'>): WorldNetworkOptions | undefined {
+  const given = { network: flags.network, allow: flags.allow, deny: flags.deny, resolve: flags.resolve, egressLog: flags.egressLog, forward: flags.forward }
+  const present = Object.entries(given).filter(([, value]) => value !== undefined && (!Array.isArray(value) || value.length > 0))
+  return present.length === 0 ? undefined : Object.fromEntries(present) as WorldNetworkOptions
+}
+
+async function resolveWorld(flags: TargetFlags): Promise<Target> {
   if ([flags.docker, flags.image, flags.ssh, flags.devcontainer].filter(flag => flag !== undefined).length > 1) throw new InvalidArgumentError('use one of --docker CONTAINER, --image IMAGE, --devcontainer [FOLDER] or --ssh [USER@]HOST[:PORT]')
   if (flags.swarm !== undefined && [flags.docker, flags.ssh, flags.devcontainer].some(flag => flag !== undefined)) throw new InvalidArgumentError('--swarm makes its own world: drop --docker, --devcontainer and --ssh (--image names its image)')
   const swarmOnly = [['--swarm-node', flags.swarmNode], ['--constraint', flags.constraint], ['--placement-pref', flags.placementPref], ['--reserve-memory', flags.reserveMemory], ['--reserve-cpus', flags.reserveCpus], ['--tls-certs', flags.tlsCerts]] as const

@@ -6,7 +6,7 @@
  * it. Every socket is a real TCP socket on 127.0.0.1 of this machine (never another address):
  * node's own servers and clients are the world's peers.
  */
-import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process'
+import { type ChildProcessWithoutNullStreams, type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
@@ -29,8 +29,20 @@ function build(arch: Arch): string {
   return path
 }
 
-function command(arch: Arch, args: string[] = []): [string, string[]] {
-  return arch === 'x86_64' ? [build(arch), args] : ['qemu-aarch64-static', [build(arch), ...args]]
+/** Start the build of `arch`: x86_64 directly, aarch64 under qemu-aarch64-static. */
+function spawnBuild(arch: Arch, args: string[] = []): ChildProcessWithoutNullStreams {
+  build(arch)
+  return arch === 'x86_64'
+    ? spawn(join(ROOT, 'dist', 'world-tools', 'linux-x86_64', 'dsh-relay'), args, { stdio: ['pipe', 'pipe', 'pipe'] })
+    : spawn('qemu-aarch64-static', [build(arch), ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
+}
+
+/** Run the build of `arch` to its end (as {@link spawnBuild}). */
+function runBuild(arch: Arch, args: string[]): SpawnSyncReturns<string> {
+  build(arch)
+  return arch === 'x86_64'
+    ? spawnSync(join(ROOT, 'dist', 'world-tools', 'linux-x86_64', 'dsh-relay'), args, { encoding: 'utf8' })
+    : spawnSync('qemu-aarch64-static', [build(arch), ...args], { encoding: 'utf8' })
 }
 
 interface Started {
@@ -45,8 +57,7 @@ interface Started {
  * @param kill - the transport's close kills the process (else it only ends stdin: the relay must end by itself).
  */
 async function start(arch: Arch, kill = true): Promise<Started> {
-  const [file, args] = command(arch)
-  const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] })
+  const child = spawnBuild(arch)
   let said = ''
   child.stderr.on('data', (chunk: Buffer) => { said += chunk.toString('utf8') })
   child.stdin.on('error', () => undefined)
@@ -116,8 +127,7 @@ async function produce(stream: Duplex, data: Buffer, state: { written: number; b
 
 describe.each(['x86_64', 'aarch64'] as const)('the %s build of dsh-relay', arch => {
   it('prints its version and exits 0, and says hello with its protocol and architecture', async () => {
-    const [file, args] = command(arch, ['--version'])
-    const version = spawnSync(file, args, { encoding: 'utf8' })
+    const version = runBuild(arch, ['--version'])
     expect([version.status, version.stdout]).toEqual([0, 'dsh-relay 1\n'])
     const { channel } = await start(arch)
     expect(channel.info).toEqual({ protocol: '1', arch })

@@ -69,6 +69,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "errno-text.h"
 #include "launched.h"
 #include "world-arch.h"
 
@@ -211,7 +212,7 @@ static void send_credit(uint32_t id, uint32_t bytes) {
 
 static void send_errno(uint32_t id, char code, int error, const char *what) {
   char message[256];
-  snprintf(message, sizeof message, "%s: %s", what, strerror(error));
+  snprintf(message, sizeof message, "%s: %s", what, errno_text(error));
   send_fields(id, code, errno_name(error), message, NULL);
 }
 
@@ -665,7 +666,7 @@ int main(int argc, char **argv) {
     }
     if (poll(fds, (nfds_t)at, -1) < 0) {
       if (errno == EINTR) continue;
-      die(3, "poll failed: %s", strerror(errno));
+      die(3, "poll failed: %s", errno_text(errno));
     }
     /* Positions in fds match the tables until stdin is read: a stream's handlers drop at most
      * that stream (drop_stream moves the last one into its place, already served when the walk

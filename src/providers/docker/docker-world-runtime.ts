@@ -215,7 +215,7 @@ export abstract class DockerWorldRuntime extends RemoteSubprocessRuntime<DockerW
   }
 
   private async environmentOf(world: DockerWorld, control: ControlChannel): Promise<UserEnvironment> {
-    const base: Record<string, string> = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}) }
+    const base: Record<string, string> = { ...world.ambientEnv, ...(control.info.home !== undefined ? { HOME: control.info.home } : {}), ...this.worldVariables }
     this.adjustEnvironment(base)
     return userEnvironment(base, await control.userFacts(), this.settings.locale ?? 'auto', this.callerLang)
   }

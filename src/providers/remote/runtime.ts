@@ -109,7 +109,11 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     openProcess: script => this.openProcess(script),
     newTag: () => this.newTag(),
     answering: () => this.answering(),
+    setWorldVariables: variables => this.setWorldVariables(variables),
   }
+
+  /** See {@link setWorldVariables}: the subclasses lay these over the world's ambient environment. */
+  protected worldVariables: Readonly<Record<string, string>> = {}
 
   /**
    * @param ctx - the cordis context the service registers in.
@@ -406,6 +410,11 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
   protected async worldArgv(argv: readonly string[], control: ControlChannel, path: string | undefined): Promise<readonly string[] | undefined> {
     if (argv[0] === undefined || !isPackagedRipgrep(argv[0])) return undefined
     return ripgrepArgv(await worldRipgrep(this[WORLD_OWNER], control, path), argv.slice(1))
+  }
+
+  /** See {@link WorldOwner.setWorldVariables}. */
+  setWorldVariables(variables: Readonly<Record<string, string>>): void {
+    this.worldVariables = { ...variables }
   }
 
   /** See {@link WorldOwner.answering}: true unless a world knows better (Docker's event watch). */

@@ -43,6 +43,13 @@ export interface WorldOwner {
    * @throws the world's open errors.
    */
   answering(): Promise<boolean>
+  /**
+   * Variables every program this world starts from now on gets (terminals and `spawn`), layered
+   * over the world's ambient environment, so under a spec's own env: the network half's proxy
+   * settings (src/network/world-network.ts). Each call replaces the previous layer; programs
+   * already running keep what they started with.
+   */
+  setWorldVariables(variables: Readonly<Record<string, string>>): void
 }
 
 /** The property a runtime exposes its owner by (a symbol, so no seam's own names are taken). */

@@ -244,7 +244,7 @@ export class SshSubprocessRuntime extends RemoteSubprocessRuntime<SshWorld> {
   }
 
   private async environmentOf(connection: SshConnection): Promise<UserEnvironment> {
-    return userEnvironment(connection.ambientEnv, await connection.control.userFacts(), this.config.locale ?? 'auto', this.callerLang)
+    return userEnvironment({ ...connection.ambientEnv, ...this.worldVariables }, await connection.control.userFacts(), this.config.locale ?? 'auto', this.callerLang)
   }
 }
 

@@ -1,0 +1,230 @@
+/**
+ * Egress of a confined Docker world (issue 34, src/network/): a managed read-only container
+ * keeps NetworkMode none, and with `network: 'allow'` its programs reach exactly what the
+ * rules allow, through the world's proxy port, judged, resolved and dialed by this client.
+ * Real engine, real relay in the container, real servers on THIS machine's 127.0.0.1 only: the
+ * rules name them by test host names that this client's resolver maps to 127.0.0.1
+ * (`resolve`, as curl's --resolve); nothing in the world can resolve a name at all.
+ */
+import { once } from 'node:events'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { type Server, createServer, get } from 'node:http'
+import { type AddressInfo, type Server as NetServer, createServer as createNetServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
+import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
+import { IMAGE, hostWorkspace, run } from '../sandbox/helpers.ts'
+
+/** The world's HTTP(S) client: prints `STATUS BODY`, or `error KIND` (python3 is in the image; urllib reads *_PROXY). */
+const FETCH = `import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=20)
+    print(r.status, r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except Exception as e:
+    print('error', type(e).__name__)
+`
+
+/**
+ * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
+ * what the tunnel's far end sent back for `ping`; with a third argument, a TLS hello naming
+ * that server instead (the fronting attempt), printing how the tunnel ended.
+ */
+const TUNNEL = `import os, socket, ssl, sys
+proxy = int(os.environ['HTTPS_PROXY'].rsplit(':', 1)[1])
+s = socket.create_connection(('127.0.0.1', proxy), 20)
+s.sendall(('CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % (sys.argv[1], sys.argv[1])).encode())
+head = b''
+while b'\\r\\n\\r\\n' not in head:
+    part = s.recv(4096)
+    if not part: break
+    head += part
+print(head.split(b'\\r\\n')[0].decode())
+if b' 200 ' not in head.split(b'\\r\\n')[0]: sys.exit(0)
+if len(sys.argv) > 2:
+    try:
+        ssl.create_default_context().wrap_socket(s, server_hostname=sys.argv[2])
+        print('handshake completed')
+    except (ssl.SSLError, OSError):
+        print('tunnel closed')
+    sys.exit(0)
+s.sendall(b'ping')
+print(s.recv(100).decode())
+`
+
+let http: Server
+let echo: NetServer
+let echoed = 0
+let httpPort = 0
+let echoPort = 0
+let workspace: ReturnType<typeof hostWorkspace>
+let logDir: string
+let world: RemoteWorld
+
+const logFile = (): string => join(logDir, 'egress.jsonl')
+
+/** The egress log's records so far, without the fields that vary by run (time, world). */
+function logged(): Record<string, unknown>[] {
+  return readFileSync(logFile(), 'utf8').trim().split('\n').map(line => JSON.parse(line) as Record<string, unknown>).map(({ time, world: where, ...rest }) => {
+    expect(Number.isNaN(Date.parse(String(time)))).toBe(false)
+    expect(where).toBe(world.runtime instanceof DockerSubprocessRuntime ? world.runtime.describe() : '')
+    return rest
+  })
+}
+
+beforeAll(async () => {
+  http = createServer((request, response) => response.end(`hello ${request.url} via ${request.headers.host}`))
+  http.listen(0, '127.0.0.1')
+  await once(http, 'listening')
+  httpPort = (http.address() as AddressInfo).port
+  echo = createNetServer(socket => socket.on('data', chunk => { echoed += chunk.length; socket.write(chunk) }))
+  echo.listen(0, '127.0.0.1')
+  await once(echo, 'listening')
+  echoPort = (echo.address() as AddressInfo).port
+  workspace = hostWorkspace()
+  writeFileSync(join(workspace.path, 'fetch.py'), FETCH)
+  writeFileSync(join(workspace.path, 'tunnel.py'), TUNNEL)
+  logDir = mkdtempSync(join(tmpdir(), 'dsh-egress-log-'))
+  world = await openWorld({
+    runtime: DockerSubprocessRuntime,
+    runtimeConfig: { image: IMAGE, workspace: { bind: workspace.path } },
+    mode: 'read-only',
+    workspaceRoot: '/workspace',
+    network: {
+      allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`],
+      deny: ['denied.test'],
+      resolve: [`allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
+      egressLog: logFile(),
+    },
+  })
+})
+
+afterAll(async () => {
+  await world?.dispose()
+  http?.close()
+  echo?.close()
+  workspace?.remove()
+  if (logDir !== undefined) rmSync(logDir, { recursive: true, force: true })
+})
+
+describe('a read-only Docker world with network allow', () => {
+  it('gives its programs the proxy on the world\'s loopback, and the world still has lo only', async () => {
+    const terminal = await world.open()
+    const port = world.network.proxyPort!
+    expect(port).toBeGreaterThan(0)
+    expect(await run(terminal, 'echo "$HTTP_PROXY $https_proxy $NO_PROXY"')).toBe(`http://127.0.0.1:${port} http://127.0.0.1:${port} localhost,127.0.0.1,::1`)
+    expect(await run(terminal, 'ls /sys/class/net')).toBe('lo')
+    await terminal.close()
+  })
+
+  it('lets an allowed name through, with the name the world asked for as the Host', async () => {
+    const terminal = await world.open()
+    expect(await run(terminal, `python3 /workspace/fetch.py http://allowed.test:${httpPort}/x`)).toBe(`200 hello /x via allowed.test:${httpPort}`)
+    await terminal.close()
+  })
+
+  it('refuses a denied name, a name no rule allows and an IP literal, each with a 403 that says why', async () => {
+    const terminal = await world.open()
+    // (NO_PROXY sends a client's own 127.0.0.1 past the proxy, to the world's loopback: asked of the proxy itself.)
+    expect(await run(terminal, `python3 /workspace/fetch.py http://denied.test:${httpPort}/`)).toBe(`403 dsh-remote-worlds egress: refused denied.test:${httpPort}: denied by rule denied.test`)
+    expect(await run(terminal, `python3 /workspace/fetch.py http://other.test:${httpPort}/`)).toBe(`403 dsh-remote-worlds egress: refused other.test:${httpPort}: no --allow rule matches other.test:${httpPort}`)
+    expect(await run(terminal, `python3 /workspace/tunnel.py 127.0.0.1:${httpPort}`)).toBe('HTTP/1.1 403 Forbidden')
+    await terminal.close()
+  })
+
+  it('resolves no name in the world, and reaches nothing but the proxy directly', async () => {
+    const terminal = await world.open()
+    expect(await run(terminal, 'getent hosts allowed.test; echo "status $?"')).toBe('status 2')
+    const direct = `python3 -c "import socket; socket.create_connection(('127.0.0.1', ${httpPort}), 5)" 2>&1 | tail -1`
+    expect(await run(terminal, direct)).toBe('ConnectionRefusedError: [Errno 111] Connection refused')
+    await terminal.close()
+  })
+
+  it('tunnels a CONNECT to an allowed host:port, and refuses a TLS hello that names another server', async () => {
+    const terminal = await world.open()
+    expect(await run(terminal, `python3 /workspace/tunnel.py allowed.test:${echoPort}`)).toBe('HTTP/1.1 200 Connection established\nping')
+    const before = echoed
+    expect(await run(terminal, `python3 /workspace/tunnel.py allowed.test:${echoPort} elsewhere.test`)).toBe('HTTP/1.1 200 Connection established\ntunnel closed')
+    // The hello never reached the far end.
+    expect(echoed).toBe(before)
+    await terminal.close()
+  })
+
+  it('applies a rule change to the next connection at once', async () => {
+    const terminal = await world.open()
+    world.network.setRules({ allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`, `other.test:${httpPort}`] })
+    expect(await run(terminal, `python3 /workspace/fetch.py http://other.test:${httpPort}/y`)).toBe(`200 hello /y via other.test:${httpPort}`)
+    await terminal.close()
+  })
+
+  it('logs every decision as one JSON line, with the bytes each way', async () => {
+    // A connection's line is written once both its ends closed, after the command that made it returned.
+    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 7) && waited < 20_000; waited += 50) await delay(50)
+    const records = logged()
+    // One line per connection, written when it is over: connections one after another may end in either order.
+    const byKey = (list: object[]): string[] => list.map(record => JSON.stringify(record)).sort()
+    expect(byKey(records.map(({ host, port, via, verdict, rule }) => ({ host, port, via, verdict, rule })))).toEqual(byKey([
+      { host: 'allowed.test', port: httpPort, via: 'http', verdict: 'allow', rule: `allowed.test:${httpPort}` },
+      { host: 'denied.test', port: httpPort, via: 'http', verdict: 'deny', rule: 'denied.test' },
+      { host: 'other.test', port: httpPort, via: 'http', verdict: 'deny', rule: undefined },
+      { host: '127.0.0.1', port: httpPort, via: 'connect', verdict: 'deny', rule: undefined },
+      { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${echoPort}` },
+      { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'deny', rule: undefined },
+      { host: 'other.test', port: httpPort, via: 'http', verdict: 'allow', rule: `other.test:${httpPort}` },
+    ]))
+    // The tunnel's bytes: `ping` up and back.
+    const tunnel = records.find(record => record.via === 'connect' && record.verdict === 'allow')!
+    expect([tunnel.bytesUp, tunnel.bytesDown]).toEqual([4, 4])
+    const fronting = records.find(record => record.via === 'connect' && record.verdict === 'deny' && record.host === 'allowed.test')!
+    expect(fronting.reason).toBe('refused: the TLS server name "elsewhere.test" is not the CONNECT host (domain fronting)')
+    expect(world.network.counts()).toEqual({ allowed: 3, denied: 4, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
+  })
+})
+
+/** GET http://127.0.0.1:PORT/PATH from this machine: the status and body, or the error's code. */
+function hostGet(port: number, path: string): Promise<string> {
+  return new Promise(resolve => {
+    get({ host: '127.0.0.1', port, path }, response => {
+      let body = ''
+      response.on('data', (chunk: Buffer) => { body += chunk.toString('utf8') })
+      response.on('end', () => resolve(`${response.statusCode} ${body}`))
+    }).on('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code ?? error.message}`))
+  })
+}
+
+describe('a port forwarded into the same world', () => {
+  it('carries this machine\'s connections to a server on the world\'s 127.0.0.1, and refuses while nothing listens there', async () => {
+    const forward = await world.network.forward('0:8000')
+    try {
+      expect(forward.host.address).toBe('127.0.0.1')
+      // Nothing listens on the world's port yet: the connection is closed, the forward stays.
+      expect(await hostGet(forward.host.port, '/fetch.py')).toBe('error ECONNRESET')
+      expect(forward.counts()).toEqual({ connections: 0, refused: 1 })
+      const terminal = await world.open()
+      expect(await run(terminal, '(cd /workspace && exec python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)')).toBe('')
+      let answer = ''
+      for (let waited = 0; !answer.startsWith('200') && waited < 20_000; waited += 100) {
+        answer = await hostGet(forward.host.port, '/fetch.py')
+        if (!answer.startsWith('200')) await delay(100)
+      }
+      expect(answer).toBe(`200 ${FETCH}`)
+      await terminal.close()
+    } finally {
+      await forward.close()
+    }
+  })
+})
+
+describe('a network setting the world cannot enforce', () => {
+  it('is refused before anything starts: allow in danger-full-access, full in a confined mode', async () => {
+    await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'danger-full-access', workspaceRoot: '/root', network: { allow: ['example.test'] } }))
+      .rejects.toThrow(new InvalidArgumentError('network \'allow\' needs a confined sandbox mode: danger-full-access has no fence to hold the network (use read-only or workspace-write)'))
+    await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'read-only', workspaceRoot: '/tmp', network: { network: 'full' } }))
+      .rejects.toThrow(new InvalidArgumentError('network \'full\' is danger-full-access only: a read-only world keeps lo only (use --network allow with --allow rules)'))
+  })
+})
