@@ -17,6 +17,7 @@ import type { WorldSandboxReport } from '../sandbox/report.ts'
 import { terminalHolder } from '../providers/remote/pty-holder/holder-install.ts'
 import { worldOwnerOf } from '../providers/remote/world-owner.ts'
 import { filesChecks } from './doctor-files.ts'
+import { networkCheck } from './doctor-network.ts'
 import { sessionLeftovers } from './run.ts'
 import { controlledRuntime } from './target.ts'
 
@@ -184,6 +185,7 @@ export async function diagnose(world: RemoteWorld, cwd: string, options: { termi
   }
   checks.push(await terminalRepliesCheck(world, cwd, options.terminal, options.shell).catch((error: unknown) => ({ name: 'terminal replies', ok: false, detail: `could not run the check: ${(error as Error).message}` })))
   checks.push(...await filesChecks(world, cwd))
+  checks.push(await networkCheck(world, cwd))
   return checks
 }
 

@@ -63,6 +63,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
       ['files', true],
       ['file writes', true],
       ['search', true],
+      ['network', true],
     ])
     const detail = (name: string): string | undefined => report.checks.find(check => check.name === name)?.detail
     const home = user === 'root' ? '/root' : '/home/agent'
@@ -73,6 +74,7 @@ describe.each(['agent', 'root'])('dsh-remote-worlds doctor --docker CONTAINER --
     // Without --persist: the default, 'connection', where dsh-pty holds shells (issue 33).
     expect(detail('persistence')).toBe('connection (the default; --persist off opts out): a transport cut shorter than the reconnect deadline is not seen by the shell')
     expect(detail('search')).toBe('glob and grep run /usr/bin/rg in the world (ripgrep 13.0.0)')
+    expect(detail('network')).toBe('full: the world\'s own network, unconfined (danger-full-access)')
     expect(detail('locale')).toBe('the world\'s own LANG=C.UTF-8')
     expect(detail('home')).toBe(`HOME=${user === 'root' ? '/root' : '/home/agent'}`)
     expect(detail('terminal reads beyond fd 0')).toMatch(/^a read of \/dev\/tty on fd 3 \(group \d+\) is proven too/)

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
+import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run } from '../sandbox/helpers.ts'
 
 /** The world's HTTP(S) client: prints `STATUS BODY`, or `error KIND` (python3 is in the image; urllib reads *_PROXY). */
@@ -155,6 +156,15 @@ describe('a read-only Docker world with network allow', () => {
     await terminal.close()
   })
 
+  it('is proven by doctor\'s network check: lo only, no name lookup, a name no rule allows refused, the allowed one through', async () => {
+    const check = await networkCheck(world, '/workspace')
+    expect(check).toEqual({
+      name: 'network',
+      ok: true,
+      detail: `allow (allow allowed.test:${httpPort}, allowed.test:${echoPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden; allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
+    })
+  })
+
   it('applies a rule change to the next connection at once', async () => {
     const terminal = await world.open()
     world.network.setRules({ allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`, `other.test:${httpPort}`] })
@@ -164,7 +174,7 @@ describe('a read-only Docker world with network allow', () => {
 
   it('logs every decision as one JSON line, with the bytes each way', async () => {
     // A connection's line is written once both its ends closed, after the command that made it returned.
-    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 7) && waited < 20_000; waited += 50) await delay(50)
+    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 9) && waited < 20_000; waited += 50) await delay(50)
     const records = logged()
     // One line per connection, written when it is over: connections one after another may end in either order.
     const byKey = (list: object[]): string[] => list.map(record => JSON.stringify(record)).sort()
@@ -176,13 +186,16 @@ describe('a read-only Docker world with network allow', () => {
       { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${echoPort}` },
       { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'other.test', port: httpPort, via: 'http', verdict: 'allow', rule: `other.test:${httpPort}` },
+      // doctor's proof: a name no rule allows, then the allowed one.
+      { host: 'dsh-remote-worlds-doctor.invalid', port: 443, via: 'connect', verdict: 'deny', rule: undefined },
+      { host: 'allowed.test', port: httpPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${httpPort}` },
     ]))
     // The tunnel's bytes: `ping` up and back.
-    const tunnel = records.find(record => record.via === 'connect' && record.verdict === 'allow')!
+    const tunnel = records.find(record => record.via === 'connect' && record.verdict === 'allow' && record.port === echoPort)!
     expect([tunnel.bytesUp, tunnel.bytesDown]).toEqual([4, 4])
     const fronting = records.find(record => record.via === 'connect' && record.verdict === 'deny' && record.host === 'allowed.test')!
     expect(fronting.reason).toBe('refused: the TLS server name "elsewhere.test" is not the CONNECT host (domain fronting)')
-    expect(world.network.counts()).toEqual({ allowed: 3, denied: 4, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
+    expect(world.network.counts()).toEqual({ allowed: 4, denied: 5, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
   })
 })
 
