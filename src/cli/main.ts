@@ -11,7 +11,7 @@
  *   --reserve-memory, --reserve-cpus, --tls-certs; --image names its image); --user; --cwd.
  * Terminal: --replies answer|off, --no-emulator, --scrollback LINES (runtime setting `terminal`).
  * Network: --network none|allow|full, --allow RULE, --deny RULE, --resolve NAME:PORT:ADDR,
- *   --egress-log FILE, --forward [ADDR:]PORT:WORLD_PORT (openWorld's `network`, src/network/world-network.ts).
+ *   --egress-log FILE, --egress [WORLD_PORT:]HOST:PORT, --forward [ADDR:]PORT:WORLD_PORT (openWorld's `network`, src/network/world-network.ts).
  * @module dsh-remote-worlds/cli/main
  */
 // First: fails at import, naming the required version, on a Node.js too old (node-version.ts).
@@ -72,6 +72,7 @@ function targetOptions(command: Command): Command {
     .addOption(new Option('--deny <rule>', 'refuse HOST, *.SUFFIX or an address/CIDR (with an optional :PORT), whatever --allow says (repeatable)').argParser(collect))
     .addOption(new Option('--resolve <name:port:addr>', 'as curl\'s --resolve: this client\'s answer for NAME:PORT when the world asks for it (repeatable)').argParser(collect))
     .addOption(new Option('--egress-log <file>', 'append each egress decision (time, world, host, port, verdict, rule, bytes each way) to FILE as a JSON line'))
+    .addOption(new Option('--egress <[world-port:]host:port>', 'a port on the world\'s 127.0.0.1 (default: PORT) whose connections this client dials to HOST:PORT, for what speaks no HTTP (databases); allows HOST:PORT and implies --network allow (repeatable)').argParser(collect))
     .addOption(new Option('--forward <[addr:]port:world-port>', 'as ssh -L: carry connections to this machine\'s ADDR:PORT (default 127.0.0.1; PORT 0: any free one) to WORLD-PORT on the world\'s 127.0.0.1 (repeatable; needs no network in the world)').argParser(collect))
     .addOption(new Option('--session <name>', 'with --persist client: the session the shell belongs to; a later run with the same name and target takes it back; one or more characters, none a control character or a line separator'))
 }
@@ -131,6 +132,7 @@ async function noteDevcontainer(world: RemoteWorld): Promise<void> {
 /** Say on stderr where the world's forwarded ports listen and where its proxy is (network/world-network.ts). */
 function noteNetwork(world: RemoteWorld): void {
   for (const forward of world.network.forwards()) process.stderr.write(`# forwarding ${forward.host.address}:${forward.host.port} to the world's 127.0.0.1:${forward.spec.worldPort}\n`)
+  for (const egress of world.network.egress) process.stderr.write(`# the world's 127.0.0.1:${egress.worldPort} reaches ${egress.host}:${egress.port} (--egress)\n`)
   if (world.network.proxyPort !== undefined) process.stderr.write(`# network allow: the world's HTTP(S) proxy is 127.0.0.1:${world.network.proxyPort} (HTTP_PROXY, HTTPS_PROXY)\n`)
 }
 

@@ -103,6 +103,8 @@ export interface TargetFlags {
   resolve?: string[]
   /** `--egress-log FILE`: each egress decision appended as a JSON line. */
   egressLog?: string
+  /** `--egress [WORLD_PORT:]HOST:PORT` (repeatable): a world port whose connections reach HOST:PORT (and allow it). */
+  egress?: string[]
   /** `--forward [HOST_ADDR:]HOST_PORT:WORLD_PORT` (repeatable): a port of this machine carried to the world's 127.0.0.1. */
   forward?: string[]
 }
@@ -210,9 +212,9 @@ export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   return network === undefined ? target : { ...target, world: { ...target.world, network } }
 }
 
-/** The world's network setting of `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log` and `--forward`; undefined without them. */
-export function networkSetting(flags: Pick<TargetFlags, 'network' | 'allow' | 'deny' | 'resolve' | 'egressLog' | 'forward'>): WorldNetworkOptions | undefined {
-  const given = { network: flags.network, allow: flags.allow, deny: flags.deny, resolve: flags.resolve, egressLog: flags.egressLog, forward: flags.forward }
+/** The world's network setting of `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log`, `--egress` and `--forward`; undefined without them. */
+export function networkSetting(flags: Pick<TargetFlags, 'network' | 'allow' | 'deny' | 'resolve' | 'egressLog' | 'egress' | 'forward'>): WorldNetworkOptions | undefined {
+  const given = { network: flags.network, allow: flags.allow, deny: flags.deny, resolve: flags.resolve, egressLog: flags.egressLog, egress: flags.egress, forward: flags.forward }
   const present = Object.entries(given).filter(([, value]) => value !== undefined && (!Array.isArray(value) || value.length > 0))
   return present.length === 0 ? undefined : Object.fromEntries(present) as WorldNetworkOptions
 }

@@ -103,6 +103,28 @@ export class EgressGateway {
     world.on('close', onError)
   }
 
+  /**
+   * Serve one connection of a raw forward (`--egress HOST:PORT`: a world port that reaches one
+   * host:port): judged and dialed as a CONNECT to it would be, with no proxy request read and
+   * no TLS check (the world names no host here: the forward does). A refusal, or a dial that
+   * fails, closes the connection. Never throws.
+   */
+  serveForward(world: Duplex, host: string, port: number): void {
+    world.pause()
+    world.on('error', () => {})
+    this.decide(host, port).then(decision => {
+      if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
+        this.record(decision, 'forward', 0, 0)
+        world.destroy()
+        return
+      }
+      this.tunnel(world, decision, 'forward', Buffer.alloc(0), false)
+    }, (error: unknown) => {
+      this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0)
+      world.destroy()
+    })
+  }
+
   /** Answer a request that never became a connection, and log it. */
   private refuseHead(world: Duplex, status: number, text: string, reason: string): void {
     this.options.log.record({ time: new Date().toISOString(), world: this.options.world, host: '', port: 0, via: 'http', verdict: 'deny', reason, bytesUp: 0, bytesDown: 0 })
@@ -153,7 +175,9 @@ export class EgressGateway {
     upstream.on('error', error => {
       failure ??= error.message
       if (!connected) {
-        if (!world.destroyed) world.end(proxyResponse(502, 'Bad Gateway', `dsh-remote-worlds egress: ${formatAuthority(decision.host, decision.port)} (${decision.address}): ${error.message}`))
+        // A raw forward speaks no HTTP: its world side is closed.
+        if (via === 'forward') world.destroy()
+        else if (!world.destroyed) world.end(proxyResponse(502, 'Bad Gateway', `dsh-remote-worlds egress: ${formatAuthority(decision.host, decision.port)} (${decision.address}): ${error.message}`))
         return
       }
       world.destroy()

@@ -28,6 +28,7 @@ import { type WorldOwner, worldOwnerOf } from '../providers/remote/world-owner.t
 import { forgetWorldTool, installWorldTool } from '../providers/remote/world-tools/install.ts'
 import { saysUnverifiedTool, worldToolCommand } from '../providers/remote/world-tools/launch.ts'
 import { sandboxReportOf } from '../sandbox/companion.ts'
+import { type EgressForwardSpec, impliedAllowRule, parseEgressForward } from './egress-forward.ts'
 import { EgressGateway } from './egress-gateway.ts'
 import { EgressLog } from './egress-log.ts'
 import { type ForwardSpec, type PortForward, parseForwardSpec, startPortForward } from './port-forward.ts'
@@ -47,6 +48,11 @@ export interface WorldNetworkOptions {
   resolve?: readonly string[] | undefined
   /** A file each decision is appended to, as one JSON line (egress-log.ts). */
   egressLog?: string | undefined
+  /**
+   * Raw egress forwards, `[WORLD_PORT:]HOST:PORT` each (egress-forward.ts): a world port whose
+   * connections reach HOST:PORT. Each allows its HOST:PORT, and implies `'allow'`.
+   */
+  egress?: readonly string[] | undefined
   /** Ports into the world, `[HOST_ADDR:]HOST_PORT:WORLD_PORT` each (port-forward.ts), opened at the mount. */
   forward?: readonly string[] | undefined
 }
@@ -57,9 +63,12 @@ export interface WorldNetwork {
   readonly policy: EgressPolicy
   /** The world's proxy port (on its 127.0.0.1), under `'allow'`; else undefined. */
   readonly proxyPort: number | undefined
+  /** The raw egress forwards listening on the world's 127.0.0.1. */
+  readonly egress: readonly EgressForwardSpec[]
   /**
    * Change the rules of a live world: new connections are judged by them at once, open ones
-   * keep going. The mode cannot change (the world was made for it).
+   * keep going. The mode cannot change (the world was made for it); the rules the `egress`
+   * forwards imply stay.
    * @throws InvalidEgressRuleError for a bad rule; InvalidArgumentError for another mode.
    */
   setRules(rules: { allow?: readonly string[]; deny?: readonly string[] }): void
@@ -96,7 +105,9 @@ export function proxyVariables(port: number): Record<string, string> {
  */
 export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptions, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): Promise<WorldNetwork> {
   const confined = mode !== 'danger-full-access'
-  const policy = parsePolicy({ network: options.network ?? (options.allow !== undefined && options.allow.length > 0 ? 'allow' : confined ? 'none' : 'full'), allow: [...options.allow ?? []], deny: [...options.deny ?? []] })
+  const egress = (options.egress ?? []).map(parseEgressForward)
+  const allow = [...options.allow ?? [], ...egress.map(impliedAllowRule)]
+  const policy = parsePolicy({ network: options.network ?? (allow.length > 0 ? 'allow' : confined ? 'none' : 'full'), allow, deny: [...options.deny ?? []] })
   if (!confined && policy.network !== 'full') throw new InvalidArgumentError(`network '${policy.network}' needs a confined sandbox mode: danger-full-access has no fence to hold the network (use read-only or workspace-write)`)
   if (confined && policy.network === 'full') throw new InvalidArgumentError(`network 'full' is danger-full-access only: a ${mode} world keeps lo only (use --network allow with --allow rules)`)
   const overrides = (options.resolve ?? []).map(parseResolveOverride)
@@ -106,7 +117,7 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   const owner = worldOwnerOf(ctx.get('subprocess'))
   const relay = owner === undefined ? undefined : new WorldRelay(owner)
   const forwardSpecs = (options.forward ?? []).map(parseForwardSpec)
-  if (policy.network !== 'allow') return withForwards(networkOf(live, log, undefined, relay), forwardSpecs)
+  if (policy.network !== 'allow') return withForwards(networkOf(live, log, undefined, [], relay), forwardSpecs)
   if (owner === undefined || relay === undefined) throw new InvalidArgumentError('network \'allow\' needs one of this package\'s runtimes (Docker, swarm, SSH)')
   const networkMode = sandboxReportOf(ctx)?.limits?.networkMode
   if (networkMode !== 'none') throw new InvalidArgumentError(`network 'allow' needs a world with lo only; ${owner.describe()} has ${networkMode === undefined || networkMode === null ? 'a network this package cannot see the fence of' : `NetworkMode ${networkMode}`} (let this package create the container, or attach to one with NetworkMode none)`)
@@ -114,8 +125,9 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   // Described once the world is open (a managed container has its id by then).
   const gateway = new EgressGateway({ world: owner.describe(), policy: live, resolver: new EgressResolver(overrides), log })
   const port = await relay.serve('127.0.0.1', 0, stream => gateway.serve(stream))
+  for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, stream => gateway.serveForward(stream, spec.host, spec.port))
   owner.setWorldVariables(proxyVariables(port))
-  return withForwards(networkOf(live, log, port, relay), forwardSpecs)
+  return withForwards(networkOf(live, log, port, egress, relay), forwardSpecs)
 }
 
 /** `network` with `specs` forwarded; closed again when one cannot be. */
@@ -216,15 +228,18 @@ async function startRelay(owner: WorldOwner): Promise<RelayChannel> {
   }
 }
 
-function networkOf(live: LivePolicy, log: EgressLog, proxyPort: number | undefined, relay: WorldRelay | undefined): WorldNetwork {
+function networkOf(live: LivePolicy, log: EgressLog, proxyPort: number | undefined, egress: readonly EgressForwardSpec[], relay: WorldRelay | undefined): WorldNetwork {
   let closing: Promise<void> | undefined
   const forwards = new Set<PortForward>()
   return {
     get policy() { return live.get() },
     proxyPort,
+    egress,
     setRules: rules => {
       const current = live.get()
-      live.set(parsePolicy({ network: current.network, allow: [...rules.allow ?? current.allow.map(rule => rule.text)], deny: [...rules.deny ?? current.deny.map(rule => rule.text)] }))
+      // The rules an --egress forward implies stay while the forward does.
+      const allow = rules.allow === undefined ? current.allow.map(rule => rule.text) : [...rules.allow, ...egress.map(impliedAllowRule)]
+      live.set(parsePolicy({ network: current.network, allow, deny: [...rules.deny ?? current.deny.map(rule => rule.text)] }))
     },
     counts: () => log.counts(),
     forwards: () => [...forwards],

@@ -99,7 +99,8 @@ beforeAll(async () => {
     network: {
       allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`],
       deny: ['denied.test'],
-      resolve: [`allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
+      egress: [`6000:raw.test:${echoPort}`],
+      resolve: [`raw.test:${echoPort}:127.0.0.1`, `allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
       egressLog: logFile(),
     },
   })
@@ -161,8 +162,16 @@ describe('a read-only Docker world with network allow', () => {
     expect(check).toEqual({
       name: 'network',
       ok: true,
-      detail: `allow (allow allowed.test:${httpPort}, allowed.test:${echoPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden; allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
+      detail: `allow (allow allowed.test:${httpPort}, allowed.test:${echoPort}, raw.test:${echoPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden; allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
     })
+  })
+
+  it('carries a raw --egress forward from its world port to the host:port it names (which it allows)', async () => {
+    const terminal = await world.open()
+    expect(world.network.egress).toEqual([{ worldPort: 6000, host: 'raw.test', port: echoPort }])
+    const raw = `python3 -c "import socket; s = socket.create_connection(('127.0.0.1', 6000), 5); s.sendall(b'db'); print(s.recv(10).decode())"`
+    expect(await run(terminal, raw)).toBe('db')
+    await terminal.close()
   })
 
   it('applies a rule change to the next connection at once', async () => {
@@ -174,7 +183,7 @@ describe('a read-only Docker world with network allow', () => {
 
   it('logs every decision as one JSON line, with the bytes each way', async () => {
     // A connection's line is written once both its ends closed, after the command that made it returned.
-    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 9) && waited < 20_000; waited += 50) await delay(50)
+    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 10) && waited < 20_000; waited += 50) await delay(50)
     const records = logged()
     // One line per connection, written when it is over: connections one after another may end in either order.
     const byKey = (list: object[]): string[] => list.map(record => JSON.stringify(record)).sort()
@@ -186,6 +195,7 @@ describe('a read-only Docker world with network allow', () => {
       { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${echoPort}` },
       { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'other.test', port: httpPort, via: 'http', verdict: 'allow', rule: `other.test:${httpPort}` },
+      { host: 'raw.test', port: echoPort, via: 'forward', verdict: 'allow', rule: `raw.test:${echoPort}` },
       // doctor's proof: a name no rule allows, then the allowed one.
       { host: 'dsh-remote-worlds-doctor.invalid', port: 443, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'allowed.test', port: httpPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${httpPort}` },
@@ -195,7 +205,7 @@ describe('a read-only Docker world with network allow', () => {
     expect([tunnel.bytesUp, tunnel.bytesDown]).toEqual([4, 4])
     const fronting = records.find(record => record.via === 'connect' && record.verdict === 'deny' && record.host === 'allowed.test')!
     expect(fronting.reason).toBe('refused: the TLS server name "elsewhere.test" is not the CONNECT host (domain fronting)')
-    expect(world.network.counts()).toEqual({ allowed: 4, denied: 5, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
+    expect(world.network.counts()).toEqual({ allowed: 5, denied: 5, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
   })
 })
 
