@@ -6,6 +6,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
+import { DIRECT_CONNECT_METRIC, EGRESS_BYTES, EGRESS_CONNECT_METRIC, EGRESS_DOWNLOAD_METRIC, FORWARD_METRIC } from './rows/egress.ts'
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_DIRECT_METRIC, PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
@@ -43,6 +44,10 @@ const METRIC_ORDER: readonly string[] = [
   '100 MB stdout throughput',
   RAW_DOCKER_METRIC,
   RAW_SSH_METRIC,
+  DIRECT_CONNECT_METRIC,
+  EGRESS_CONNECT_METRIC,
+  EGRESS_DOWNLOAD_METRIC,
+  FORWARD_METRIC,
   LOCAL_TERMINAL_OUTPUT_METRIC,
   TERMINAL_OUTPUT_WITH_EMULATOR_METRIC,
   TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC,
@@ -73,9 +78,10 @@ const PRODUCT_THROUGHPUT_METRIC = '100 MB stdout throughput'
 
 /**
  * The product rows each remote world's raw transport row stands beside (same payload, same world
- * and run): the MB/s of each is divided by the raw row's.
+ * and run): the MB/s of each is divided by the raw row's. The egress family's 100 MB rows
+ * (issue 34) are the docker world's: a tunnel through the proxy, a forwarded port.
  */
-const BESIDE_RAW: ReadonlySet<string> = new Set([PRODUCT_THROUGHPUT_METRIC, FS_READ_BYTES_METRIC])
+const BESIDE_RAW: ReadonlySet<string> = new Set([PRODUCT_THROUGHPUT_METRIC, FS_READ_BYTES_METRIC, EGRESS_DOWNLOAD_METRIC, FORWARD_METRIC])
 
 /**
  * The row of the SAME world a row is compared with by its median, other than bash's (see
@@ -89,6 +95,8 @@ const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
   [PWSH_OPEN_METRIC]: PWSH_DIRECT_METRIC,
   // Issue 33, item 5: the held rows ('connection', the default, and 'client') beside 'off'.
   ...PERSISTENCE_BESIDE_OFF,
+  // Issue 34, item 6: a CONNECT through the world's proxy beside a connect on the world's own loopback.
+  [EGRESS_CONNECT_METRIC]: DIRECT_CONNECT_METRIC,
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
@@ -98,13 +106,15 @@ const PAYLOAD_BYTES: Readonly<Record<string, number>> = {
   ...TERMINAL_OUTPUT_BYTES,
   [FS_READ_BYTES_METRIC]: FS_READ_BYTES,
   'replay throughput (8 MiB log)': REPLAY_ROW_BYTES,
+  ...EGRESS_BYTES,
 }
 
 /**
  * A floor to report against (never asserted): an absolute median bound (`maxMs`: below it, or
  * at most it with `inclusive`), an absolute p90 bound (`maxP90Ms`, the same way), a ratio to
- * local (`maxRatio`), a least share of the raw transport's MB/s (`minRawRatio`), or a most
- * ratio to the direct counterpart's median (`maxDirectRatio`).
+ * local (`maxRatio`), a least share of the raw transport's MB/s (`minRawRatio`), a most
+ * ratio to the direct counterpart's median (`maxDirectRatio`), or a most excess over it
+ * (`maxOverDirectMs`: median minus the direct median, in ms).
  */
 interface Floor {
   metric: string
@@ -115,6 +125,7 @@ interface Floor {
   maxRatio?: number
   minRawRatio?: number
   maxDirectRatio?: number
+  maxOverDirectMs?: number
   source: string
 }
 
@@ -147,6 +158,10 @@ const FLOORS: Floor[] = [
   // The default persistence, 'connection', beside 'off' (issue 22's goal; the default since issue 33).
   { metric: 'open-to-prompt (persist connection)', worlds: ['docker', 'ssh'], maxDirectRatio: 1.1, source: 'issue 22/33' },
   { metric: 'echo settle (persist connection)', worlds: ['docker', 'ssh'], maxDirectRatio: 1.1, source: 'issue 22/33' },
+  // The way out of a confined world (issue 34, item 6).
+  { metric: EGRESS_CONNECT_METRIC, worlds: ['docker'], maxOverDirectMs: 2, inclusive: true, source: 'issue 34' },
+  { metric: EGRESS_DOWNLOAD_METRIC, worlds: ['docker'], minRawRatio: 0.8, source: 'issue 34' },
+  { metric: FORWARD_METRIC, worlds: ['docker'], minRawRatio: 0.8, source: 'issue 34' },
 ]
 
 /** One timed row of the JSON (field names are stable: users compare runs). */
@@ -182,6 +197,8 @@ export interface Row {
   direct_metric?: string
   direct_median_ms?: number
   ratio_to_direct?: number
+  /** `egress connect (allowed)`: its median minus the direct row's (ms; the target is at most 2). */
+  ms_over_direct?: number
 }
 
 /** The rows of every world's samples, in report order (metric, then world). */
@@ -229,6 +246,9 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       } else if (floor?.maxDirectRatio !== undefined && direct !== undefined) {
         floorText = `<= ${floor.maxDirectRatio}x direct`
         pass = med / direct <= floor.maxDirectRatio
+      } else if (floor?.maxOverDirectMs !== undefined && direct !== undefined) {
+        floorText = `<= direct + ${floor.maxOverDirectMs} ms`
+        pass = med - direct <= floor.maxOverDirectMs
       }
       rows.push({
         metric,
@@ -247,6 +267,7 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
         // Same payload: the ratio of MB/s is the inverse ratio of the medians.
         ...(raw !== undefined && payload !== undefined ? { raw_metric: rawMetric!, raw_mb_per_s: round(payload / 1e6 / (raw / 1000)), mb_per_s_ratio_to_raw: round(raw / med) } : {}),
         ...(direct !== undefined ? { direct_metric: directMetric!, direct_median_ms: round(direct), ratio_to_direct: round(med / direct) } : {}),
+        ...(direct !== undefined && floor?.maxOverDirectMs !== undefined ? { ms_over_direct: round(med - direct) } : {}),
       })
     }
   }
@@ -293,9 +314,11 @@ export function printTable(rows: readonly Row[]): void {
 
 /**
  * Print the table's notes on throughput (stdout): per product row that stands beside the raw
- * transport (`100 MB stdout throughput`, `fs readBytes (100 MB)`), one line per remote world
+ * transport (`100 MB stdout throughput`, `fs readBytes (100 MB)`, the egress family's
+ * `egress 100 MB download` and `forwarded port 100 MB`), one line per remote world
  * that has both rows: the product's MB/s divided by the raw transport's, measured in the same
- * run. Then the grep tool beside ripgrep run directly, by their medians.
+ * run. Then each row beside a direct counterpart of the same world and run (the grep tool beside
+ * ripgrep run directly, the egress CONNECT beside a direct loopback connect with its excess in ms), by their medians.
  */
 export function printThroughputRatios(rows: readonly Row[]): void {
   for (const metric of BESIDE_RAW) {
@@ -309,7 +332,7 @@ export function printThroughputRatios(rows: readonly Row[]): void {
   for (const [metric, directMetric] of Object.entries(DIRECT_COUNTERPART)) {
     const lines = rows
       .filter(row => row.metric === metric && row.ratio_to_direct !== undefined)
-      .map(row => `  ${row.world}: ${formatMs(row.median_ms)} / ${formatMs(row.direct_median_ms!)} ms = ${row.ratio_to_direct!.toFixed(2)}x`)
+      .map(row => `  ${row.world}: ${formatMs(row.median_ms)} / ${formatMs(row.direct_median_ms!)} ms = ${row.ratio_to_direct!.toFixed(2)}x${row.ms_over_direct === undefined ? '' : ` (+${formatMs(row.ms_over_direct)} ms)`}`)
     if (lines.length === 0) continue
     console.log(`\n${metric} / \`${directMetric}\` (medians, same world and run):`)
     for (const line of lines) console.log(line)

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence --against pinned|COMMIT]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence --no-egress --against pinned|COMMIT]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { pinnedCommit, runAgainst } from './against.ts'
 import { buildRows, printFs, printMemory, printScale, printTable, printThroughputRatios, writeResults } from './report.ts'
+import { EGRESS_METRICS, egressRuns } from './rows/egress.ts'
 import { EMULATOR_METRICS, emulatorRuns } from './rows/emulator.ts'
 import { FLOOD_CANCEL_METRICS, floodCancelRuns } from './rows/flood-cancel.ts'
 import { FS_METRICS, type FsMixedRecord, fsRuns } from './rows/fs.ts'
@@ -51,6 +52,8 @@ const { values: args } = parseArgs({
     swarm: { type: 'boolean', default: true },
     // The persistence family (held shells, issue 22) of the remote worlds: on unless --no-persistence.
     persistence: { type: 'boolean', default: true },
+    // The egress family (issue 34: the docker world's proxy and forwarded port, on a confined world of its own): on unless --no-egress.
+    egress: { type: 'boolean', default: true },
     // The same run on an earlier commit too, interleaved, with each row's ratio (bench/against.ts):
     // `pinned` is bench/baseline-commit.txt's commit.
     against: { type: 'string' },
@@ -100,17 +103,20 @@ interface Sections {
   swarm: boolean
   /** The persistence family (bench/rows/persistence.ts) of the remote worlds. */
   persistence: boolean
+  /** The egress family (bench/rows/egress.ts), with the docker world's rows, after its raw transport rows. */
+  egress: boolean
 }
 
 /**
  * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, when `scale`
- * the scale family, world-specific rows, the raw transport rows, when `fs` the fs family (all
- * on the default composition), then the emulator rows, the pwsh rows and, when `memory`, the
+ * the scale family, world-specific rows, the raw transport rows, when `egress` the docker
+ * world's egress family (on a confined world of its own), when `fs` the fs family (all on the
+ * default composition), then the emulator rows, the pwsh rows and, when `memory`, the
  * memory section (on compositions of their own). With `fsOnly`: the raw transport rows and the
  * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS, ...PERSISTENCE_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS, ...PERSISTENCE_METRICS, ...EGRESS_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
@@ -151,6 +157,11 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
         }
       }
       if (started.rawTransport !== undefined) for (const [metric, raw] of await started.rawTransport(runs)) samples.set(metric, raw)
+      // After the raw transport rows: the two 100 MB egress rows are divided by the raw dockerode row of the same run.
+      if (sections.egress && !sections.fsOnly && entry.world === 'docker') {
+        await egressRuns(IMAGE, runs, samples)
+        console.error(`[bench] ${entry.world}: egress rows done`)
+      }
       if (sections.fs) {
         fs.push(await fsRuns(entry.world, target, runs, samples))
         console.error(`[bench] ${entry.world}: fs rows done`)
@@ -204,7 +215,7 @@ async function main(): Promise<void> {
   const scale: ScaleRecord[] = []
   const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm, persistence: args.persistence })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm, persistence: args.persistence, egress: args.egress })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)
