@@ -7,6 +7,13 @@
  * Profile (the upstream local bwrap profile, plus a private /tmp in both modes):
  * - everything read-only: `--ro-bind / /`;
  * - a fresh `/dev` (`--dev /dev`), a new pid namespace with its own `/proc`, `--die-with-parent`;
+ * - a new network namespace (`--unshare-net`): the confined program has a loopback `lo` of its
+ *   own and nothing else, so the host's loopback (its sshd, any service on 127.0.0.1) and its
+ *   abstract unix sockets (unix(7): they belong to a network namespace, not to the filesystem)
+ *   are out of reach. The probe proves it (`lo` only in /proc/self/net/dev) or the confined
+ *   modes are refused; it is the world's network setting `'none'` (network/world-network.ts).
+ *   (/sys is the host's, bound read-only: its class/net lists the host's interfaces, not the
+ *   namespace's, as sysfs shows those of the namespace that mounted it.);
  * - a private, ephemeral `/tmp` (`--tmpfs /tmp`); under read-only a workspace below /tmp is
  *   re-bound read-only so it stays visible;
  * - workspace-write: the workspace bound read-write (`--bind ROOT ROOT`), less its fence
@@ -14,7 +21,9 @@
  *   `~/.ssh`, the PATH's directories) stays fixed, by frozen directories bound over it.
  * No `--new-session`: the shell keeps the terminal as its controlling tty (job control and
  * foreground probing need it); the tty is the sandboxed shell's own, so TIOCSTI reaches only it.
- * The network is not isolated (outside the sandbox vocabulary, as upstream).
+ * Each bwrap has its own network namespace: a server one confined program listens on is reached
+ * from that program's own processes only (its shell and what it starts), not from another
+ * terminal's shell or the file server.
  * @module dsh-remote-worlds/sandbox/bwrap
  */
 import type { Context } from '@deepseek-ai/cordis'
@@ -53,7 +62,7 @@ export interface BwrapLifetime {
  * Directories of sockets that reach programs running OUTSIDE the fence as the same user: the
  * user's systemd and D-Bus (`/run/user/UID/bus`, `systemd/private`: `systemd-run --user` runs
  * anything there). A read-only bind does not stop connect(2) on a socket, so each one the world
- * has is hidden under an empty tmpfs. (The network and abstract sockets are not fenced here.)
+ * has is hidden under an empty tmpfs. (Abstract sockets are out of reach by `--unshare-net`.)
  */
 export const MASKED_SOCKET_DIRECTORIES: readonly string[] = Object.freeze(['/run/user'])
 
@@ -61,6 +70,13 @@ export const MASKED_SOCKET_DIRECTORIES: readonly string[] = Object.freeze(['/run
 export function maskedDirectoriesScript(): string {
   return `${MASKED_SOCKET_DIRECTORIES.map(dir => `[ -d ${shQuote(dir)} ] && echo ${shQuote(dir)}`).join('; ')}; exit 0\n`
 }
+
+/**
+ * The profile's network namespace: bwrap makes it inside its user namespace and brings its `lo`
+ * up (bubblewrap(1) `--unshare-net`). Every confined profile has it; the probe runs the profile
+ * once more without it only to word why a world cannot have it.
+ */
+const UNSHARE_NET: readonly string[] = Object.freeze(['--unshare-net'])
 
 /**
  * bwrap arguments (before `--` and the command) expressing `policy`.
@@ -73,7 +89,7 @@ export function maskedDirectoriesScript(): string {
 export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = [], masked: readonly string[] = []): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', ...UNSHARE_NET, '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
   if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
   else if (isWithin('/tmp', root)) args.push('--ro-bind', root, root)
   return args
@@ -113,21 +129,34 @@ export type BwrapProbe =
   }
   | { usable: false; reason: string }
 
-const LINE = /^(path|version|ro|ws) ?(.*)$/
+const LINE = /^(path|version|ro|shared|ws) ?(.*)$/
 
 /**
- * The probe script: find bwrap, read its version, run the read-only profile around `true`
- * (exit 0 proves namespaces and every mount of the profile work), and the workspace-write
- * profile for each root. One line per fact; errors are folded onto their line.
+ * What the read-only profile runs in the probe: the interfaces of its network namespace, one
+ * `if NAME` word pair each, from /proc/self/net/dev (proc(5): two header lines, then
+ * `NAME: counters`; as the swarm world reads its task's, providers/swarm/task-facts.ts).
+ */
+const INTERFACES_SCRIPT = 'while IFS= read -r line; do case $line in *:*) set -- ${line%%:*}; echo "if $1" ;; esac; done </proc/self/net/dev'
+
+/**
+ * The probe script: find bwrap, read its version, run the read-only profile around a listing of
+ * its network interfaces (exit 0 proves the namespaces, the network's among them, and every mount
+ * of the profile work; the listing proves `lo` is all there is), and the workspace-write profile
+ * for each root. Where the read-only profile fails, it runs once more without `--unshare-net`
+ * (`shared`): that one working says the network namespace is what this world refuses. One line
+ * per fact; errors are folded onto their line.
  */
 export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Readonly<Record<string, FencePlan>> = {}, masked: readonly string[] = []): string {
-  const ro = shQuoteArgv(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }, {}, [], masked))
+  const roArgs = bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/' }, {}, [], masked)
+  const ro = shQuoteArgv(roArgs)
+  const shared = shQuoteArgv(roArgs.filter(arg => !UNSHARE_NET.includes(arg)))
   const lines = [
     'p=$(command -v bwrap 2>/dev/null) || { echo "path"; exit 0; }',
     'case $p in /*) ;; *) echo "path"; exit 0 ;; esac',
     'echo "path $p"',
     'echo "version $("$p" --version 2>&1 | tr "\\n" " ")"',
-    `out=$("$p" ${ro} -- true 2>&1); echo "ro $? $(printf %s "$out" | tr "\\n" " ")"`,
+    `out=$("$p" ${ro} -- /bin/sh -c ${shQuote(INTERFACES_SCRIPT)} 2>&1); s=$?; echo "ro $s $(printf %s "$out" | tr "\\n" " ")"`,
+    `if [ "$s" -ne 0 ]; then out=$("$p" ${shared} -- true 2>&1); echo "shared $? $(printf %s "$out" | tr "\\n" " ")"; fi`,
   ]
   for (const root of workspaceRoots) {
     const fence = fences[root]
@@ -145,6 +174,8 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
   let path = ''
   let version = ''
   let ro: BwrapProfileProbe | undefined
+  let shared: BwrapProfileProbe | undefined
+  let interfaces: string[] = []
   const ws: BwrapProfileProbe[] = []
   for (const line of stdout.split('\n')) {
     const match = LINE.exec(line)
@@ -155,13 +186,19 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
     else {
       const status = /^(\d+) ?(.*)$/.exec(rest)
       const verdict: BwrapProfileProbe = status !== null && status[1] === '0' ? { ok: true } : { ok: false, error: (status?.[2] ?? rest).trim() || `exit status ${status?.[1] ?? 'unknown'}` }
-      if (key === 'ro') ro = verdict
+      if (key === 'ro') {
+        ro = verdict
+        // What the read-only profile printed: `if NAME` for each interface of its namespace.
+        interfaces = (status?.[2] ?? '').split(' ').flatMap((word, index, words) => word === 'if' && index + 1 < words.length ? [words[index + 1]!] : [])
+      } else if (key === 'shared') shared = verdict
       else ws.push(verdict)
     }
   }
   if (path === '') return { usable: false, reason: 'bubblewrap (bwrap) is not installed on the remote host (not found in the login PATH)' }
   if (ro === undefined) return { usable: false, reason: `the bubblewrap probe did not report (output: ${JSON.stringify(stdout.slice(0, 300))})` }
+  if (!ro.ok && shared?.ok === true) return { usable: false, reason: `bubblewrap at ${path} cannot give the sandbox a network namespace of its own (--unshare-net), which keeps the host's loopback and abstract sockets out of a confined program's reach; the confined modes never run without it: ${ro.error}` }
   if (!ro.ok) return { usable: false, reason: `bubblewrap at ${path} does not work here: ${ro.error}` }
+  if (interfaces.length !== 1 || interfaces[0] !== 'lo') return { usable: false, reason: `bubblewrap at ${path} gave the sandbox a network namespace with ${interfaces.length === 0 ? 'no interface it could list' : `the interfaces ${interfaces.join(', ')}`}, not lo only; the confined modes never run with a network` }
   const workspaces: Record<string, BwrapProfileProbe> = {}
   workspaceRoots.forEach((root, index) => {
     workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
@@ -290,7 +327,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     const refusal = this.refusal(policy.mode, policy.workspaceRoot)
     if (refusal !== undefined || !this.config.probe.usable) {
       throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`,
-        'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, the workspace present), or choose a workspace its fence can keep (the reason names what it cannot)')
+        'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, a network namespace among them, the workspace present), or choose a workspace its fence can keep (the reason names what it cannot)')
     }
     return {
       argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : [], this.config.probe.masked), '--', ...argv],
@@ -330,6 +367,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       const facts = [
         'everything read-only (--ro-bind / /)',
         'private ephemeral /tmp (--tmpfs /tmp), fresh /dev, own pid namespace and /proc',
+        'network: lo only (--unshare-net, proven when the world opened): the host\'s loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach; each confined program has a loopback of its own',
         mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
       ]
       if (probe.usable && probe.masked.length > 0) facts.push(`the user's runtime sockets hidden (${probe.masked.map(dir => `--tmpfs ${dir}`).join(', ')}): the systemd and D-Bus outside the fence are out of reach`)

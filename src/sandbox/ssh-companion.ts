@@ -1,7 +1,8 @@
 /**
  * The SSH runtime's sandbox companion: probe bubblewrap on the remote host ONCE per world (as
  * the login user, on a pooled connection), then register a {@link BubblewrapSandboxProvider}
- * as `ctx.sandbox`. Without a working bubblewrap every confined mode fails closed.
+ * as `ctx.sandbox`. Without a working bubblewrap (a network namespace with `lo` only among what
+ * it must make: bwrap.ts) every confined mode fails closed.
  * @module dsh-remote-worlds/sandbox/ssh-companion
  */
 import type { Context } from '@deepseek-ai/cordis'
