@@ -11,12 +11,13 @@
  * (LISTENER, PEER_HOST, PEER_PORT; the relay's stream ids have {@link ACCEPTED_ID_BIT} set),
  * `K` ok, `E` error (ERRNO_NAME, MESSAGE), `D`, `F`, `X` (ERRNO_NAME, MESSAGE), `W`.
  * Each direction of each stream has a window of {@link RELAY_WINDOW_BYTES}, full at the start:
- * a sender has at most that many `D` bytes not yet credited by a `W`.
+ * a sender has at most that many `D` bytes not yet credited by a `W`. The frame and field codec
+ * is the one the package's world protocols share (providers/remote/frames.ts).
  * @module dsh-remote-worlds/network/relay/protocol
  */
+import { type Frame, FrameDecoder, MAX_FRAME_PAYLOAD_BYTES, decodeFields as decodeFrameFields, encodeFrame as encodeSharedFrame } from '../../providers/remote/frames.ts'
 
-/** Bytes of a frame header. */
-export const FRAME_HEADER_BYTES = 9
+export { FRAME_HEADER_BYTES, encodeFields } from '../../providers/remote/frames.ts'
 
 /** The protocol version this client speaks (the hello's second field; relay-net.c `PROTOCOL`). */
 export const RELAY_PROTOCOL_VERSION = '1'
@@ -29,7 +30,7 @@ export const RELAY_HELLO_NAME = 'dsh-relay'
  * relay's largest are `D` frames of {@link RELAY_DATA_CHUNK_BYTES}; a longer announced length
  * is not this protocol.
  */
-export const MAX_FRAME_BYTES = 1 << 20
+export const MAX_FRAME_BYTES = MAX_FRAME_PAYLOAD_BYTES
 
 /** Each direction's window of each stream (bytes; relay-net.c `WINDOW`): 256 KiB. */
 export const RELAY_WINDOW_BYTES = 262_144
@@ -72,45 +73,15 @@ export class RelayFrameTooLargeError extends RelayProtocolError {
   }
 }
 
-/** One decoded frame. */
-export interface RelayFrame {
-  id: number
-  /** One ASCII letter (see the module comment). */
-  code: string
-  payload: Buffer
-}
-
-/**
- * Encode a sequence of fields.
- * @param fields - strings are encoded as UTF-8.
- */
-export function encodeFields(fields: readonly (string | Uint8Array)[]): Buffer {
-  const parts = fields.map(field => typeof field === 'string' ? Buffer.from(field, 'utf8') : field)
-  const out = Buffer.allocUnsafe(parts.reduce((sum, part) => sum + 4 + part.length, 0))
-  let offset = 0
-  for (const part of parts) {
-    out.writeUInt32LE(part.length, offset)
-    out.set(part, offset + 4)
-    offset += 4 + part.length
-  }
-  return out
-}
+/** One decoded frame (codes: see the module comment). */
+export type RelayFrame = Frame
 
 /**
  * Decode a payload of fields (views of the payload).
  * @throws RelayProtocolError when a field's length runs past the payload.
  */
 export function decodeFields(payload: Buffer): Buffer[] {
-  const fields: Buffer[] = []
-  let offset = 0
-  while (offset < payload.length) {
-    if (offset + 4 > payload.length) throw new RelayProtocolError(`truncated field length at byte ${offset} of a ${payload.length}-byte payload`)
-    const length = payload.readUInt32LE(offset)
-    if (offset + 4 + length > payload.length) throw new RelayProtocolError(`a field of ${length} bytes at byte ${offset} runs past the ${payload.length}-byte payload`)
-    fields.push(payload.subarray(offset + 4, offset + 4 + length))
-    offset += 4 + length
-  }
-  return fields
+  return decodeFrameFields(payload, message => new RelayProtocolError(message))
 }
 
 /** Decode a payload of fields as UTF-8 strings. @throws RelayProtocolError as {@link decodeFields}. */
@@ -124,12 +95,7 @@ export function decodeTextFields(payload: Buffer): string[] {
  */
 export function encodeFrame(id: number, code: string, payload: Uint8Array = Buffer.alloc(0)): Buffer {
   if (payload.length > MAX_FRAME_BYTES) throw new RangeError(`a ${JSON.stringify(code)} frame of ${payload.length} bytes (at most ${MAX_FRAME_BYTES})`)
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length)
-  frame.writeUInt32LE(payload.length, 0)
-  frame.writeUInt32LE(id >>> 0, 4)
-  frame.writeUInt8(code.charCodeAt(0), 8)
-  frame.set(payload, FRAME_HEADER_BYTES)
-  return frame
+  return encodeSharedFrame(id >>> 0, code, payload)
 }
 
 /** A `W` frame granting `bytes` of credit on stream `id`. */
@@ -149,25 +115,21 @@ export function decodeCredit(payload: Buffer): number {
 }
 
 /**
- * Splits a byte stream into frames. Chunks may cut frames anywhere. A frame that arrived in one
- * chunk is handed on as a view of it (no copy), one spread over several chunks is copied once.
- * A header announcing more than the bound throws {@link RelayFrameTooLargeError} at once
- * (nothing of that frame is buffered), and every later push throws it again.
+ * Splits a byte stream into frames: the shared decoder (providers/remote/frames.ts), whose
+ * handler may be replaced ({@link RelayFrameDecoder.handler}). A header announcing more than the
+ * bound throws {@link RelayFrameTooLargeError} at once (nothing of that frame is buffered), and
+ * every later push throws it again.
  */
 export class RelayFrameDecoder {
-  private chunks: Buffer[] = []
-  private head = 0
-  private buffered = 0
-  /** The frame being received, once its header is in. */
-  private current: { id: number; code: string; length: number } | undefined
-  private broken: RelayFrameTooLargeError | undefined
+  private readonly decoder: FrameDecoder
 
   /**
-   * @param onFrame - called once per complete frame, in order; it may replace itself through
-   *   {@link RelayFrameDecoder.handler}.
+   * @param handler - called once per complete frame, in order.
    * @param maxPayload - the bound of one frame's payload (bytes; default {@link MAX_FRAME_BYTES}).
    */
-  constructor(public handler: (frame: RelayFrame) => void, private readonly maxPayload = MAX_FRAME_BYTES) {}
+  constructor(public handler: (frame: RelayFrame) => void, maxPayload = MAX_FRAME_BYTES) {
+    this.decoder = new FrameDecoder(frame => this.handler(frame), undefined, maxPayload, (bytes, limit, code) => new RelayFrameTooLargeError(bytes, limit, code))
+  }
 
   /**
    * Add received bytes; what is complete is delivered before this returns.
@@ -175,71 +137,11 @@ export class RelayFrameDecoder {
    *   whatever the handler throws.
    */
   push(chunk: Buffer): void {
-    if (this.broken !== undefined) throw this.broken
-    if (chunk.length === 0) return
-    this.chunks.push(chunk)
-    this.buffered += chunk.length
-    for (;;) {
-      if (this.current === undefined) {
-        if (this.buffered < FRAME_HEADER_BYTES) return
-        const header = this.take(FRAME_HEADER_BYTES)
-        const code = String.fromCharCode(header[8]!)
-        const length = header.readUInt32LE(0)
-        if (length > this.maxPayload) {
-          this.broken = new RelayFrameTooLargeError(length, this.maxPayload, code)
-          this.chunks = []
-          this.head = 0
-          this.buffered = 0
-          throw this.broken
-        }
-        this.current = { id: header.readUInt32LE(4), code, length }
-      }
-      if (this.buffered < this.current.length) return
-      const frame = this.current
-      this.current = undefined
-      this.handler({ id: frame.id, code: frame.code, payload: this.take(frame.length) })
-    }
+    this.decoder.push(chunk)
   }
 
   /** Bytes received but not yet delivered. */
   get pending(): number {
-    return this.buffered
-  }
-
-  /** Remove and return the next `bytes` bytes (that many are buffered): a view when they are in one chunk. */
-  private take(bytes: number): Buffer {
-    if (bytes === 0) return Buffer.alloc(0)
-    const first = this.chunks[this.head]!
-    if (first.length >= bytes) return this.takeUpTo(bytes)
-    const out = Buffer.allocUnsafe(bytes)
-    let filled = 0
-    while (filled < bytes) {
-      const part = this.takeUpTo(bytes - filled)
-      out.set(part, filled)
-      filled += part.length
-    }
-    return out
-  }
-
-  /** The first chunk's bytes, at most `limit` of them, removed (a view). */
-  private takeUpTo(limit: number): Buffer {
-    const first = this.chunks[this.head]!
-    let part: Buffer
-    if (first.length <= limit) {
-      part = first
-      this.head += 1
-      if (this.head === this.chunks.length) {
-        this.chunks = []
-        this.head = 0
-      } else if (this.head >= 1024) {
-        this.chunks = this.chunks.slice(this.head)
-        this.head = 0
-      }
-    } else {
-      part = first.subarray(0, limit)
-      this.chunks[this.head] = first.subarray(limit)
-    }
-    this.buffered -= part.length
-    return part
+    return this.decoder.pending
   }
 }
