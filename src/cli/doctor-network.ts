@@ -28,7 +28,8 @@ export function describePolicy(policy: EgressPolicy): string {
 /** The proof script: interfaces, a lookup, then one CONNECT per `probes` entry through the proxy on `port`. */
 function proofScript(port: number | undefined, probes: readonly string[]): string {
   const lines = [
-    'printf "interfaces %s\\n" "$(ls /sys/class/net 2>/dev/null | tr "\\n" " ")"',
+    // /proc/self/net/dev, not /sys/class/net: inside bubblewrap /sys is the host's.
+    'printf "interfaces %s\\n" "$(sed -n "3,\\$s/^ *\\([^:]*\\):.*/\\1/p" /proc/self/net/dev 2>/dev/null | tr "\\n" " ")"',
     `getent hosts ${UNALLOWED_PROBE_NAME} >/dev/null 2>&1; echo "lookup $?"`,
   ]
   for (const probe of port === undefined ? [] : probes) {
@@ -51,7 +52,11 @@ export async function networkCheck(world: RemoteWorld, cwd: string): Promise<Doc
   const probes = [`${UNALLOWED_PROBE_NAME}:443`, ...(allowedHost?.kind === 'host' ? [`${allowedHost.host}:${allowedHost.port ?? 443}`] : [])]
   let output = ''
   try {
-    const handle = world.runtime.spawn({ argv: ['/bin/sh', '-c', proofScript(network.proxyPort, probes)], cwd, graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
+    // Run as the world's confined programs run (bubblewrap over SSH; a container confines itself).
+    const mode = world.ctx.sandboxPolicy.defaultMode
+    const plain = ['/bin/sh', '-c', proofScript(network.proxyPort, probes)]
+    const argv = mode === 'danger-full-access' ? plain : world.ctx.sandbox.confine(plain, { mode, workspaceRoot: world.ctx.sandboxPolicy.workspaceRoot }).argv
+    const handle = world.runtime.spawn({ argv: [...argv], cwd, graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
     handle.stdout!.on('data', (chunk: Buffer) => { output += chunk.toString('utf8') })
     handle.stderr!.resume()
     const timer = setTimeout(() => handle.terminate(), PROOF_TIMEOUT_MS)

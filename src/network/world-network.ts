@@ -115,11 +115,17 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   const log = new EgressLog(options.egressLog)
 
   const owner = worldOwnerOf(ctx.get('subprocess'))
-  const relay = owner === undefined ? undefined : new WorldRelay(owner)
+  const report = sandboxReportOf(ctx)
+  // A fence without a container (bubblewrap over SSH) gives each confined program a network
+  // namespace of its own: the relay, outside it, would reach none of their servers.
+  const unforwardable = confined && report !== undefined && report.limits === undefined
+    ? `${owner?.describe() ?? 'this world'} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; use danger-full-access for ports into an SSH world`
+    : undefined
+  const relay = owner === undefined ? undefined : new WorldRelay(owner, unforwardable)
   const forwardSpecs = (options.forward ?? []).map(parseForwardSpec)
   if (policy.network !== 'allow') return withForwards(networkOf(live, log, undefined, [], relay), forwardSpecs)
   if (owner === undefined || relay === undefined) throw new InvalidArgumentError('network \'allow\' needs one of this package\'s runtimes (Docker, swarm, SSH)')
-  const networkMode = sandboxReportOf(ctx)?.limits?.networkMode
+  const networkMode = report?.limits?.networkMode
   if (networkMode !== 'none') throw new InvalidArgumentError(`network 'allow' needs a world with lo only; ${owner.describe()} has ${networkMode === undefined || networkMode === null ? 'a network this package cannot see the fence of' : `NetworkMode ${networkMode}`} (let this package create the container, or attach to one with NetworkMode none)`)
   await relay.channel()
   // Described once the world is open (a managed container has its id by then).
@@ -151,7 +157,8 @@ class WorldRelay {
   private readonly listeners: { host: string; port: number; onConnection: (stream: RelayStream) => void }[] = []
   private closed = false
 
-  constructor(private readonly owner: WorldOwner) {}
+  /** @param unforwardable - why ports cannot be carried into this world, when they cannot. */
+  constructor(private readonly owner: WorldOwner, readonly unforwardable?: string | undefined) {}
 
   /**
    * The live channel, started (or started again) when there is none.
@@ -245,6 +252,7 @@ function networkOf(live: LivePolicy, log: EgressLog, proxyPort: number | undefin
     forwards: () => [...forwards],
     forward: async spec => {
       if (relay === undefined) throw new InvalidArgumentError('ports into the world need one of this package\'s runtimes (Docker, swarm, SSH)')
+      if (relay.unforwardable !== undefined) throw new InvalidArgumentError(relay.unforwardable)
       if (closing !== undefined) throw new WorldClosedError('the world\'s network was closed')
       const forward = await startPortForward(typeof spec === 'string' ? parseForwardSpec(spec) : spec, async port => (await relay.channel()).connect('127.0.0.1', port))
       forwards.add(forward)

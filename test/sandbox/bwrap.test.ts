@@ -9,7 +9,7 @@ import { execIn } from '../docker/helpers.ts'
 import { BWRAP_CAPABLE } from '../helpers/sshd-world.ts'
 import { startContainer } from './helpers.ts'
 
-const BASE = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
+const BASE = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--unshare-net', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp']
 
 let container: { id: string; remove(): Promise<void> }
 

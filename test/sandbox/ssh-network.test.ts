@@ -14,6 +14,8 @@ import { createServer, type Server } from 'node:net'
 import { SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
+import { networkCheck } from '../../src/cli/doctor-network.ts'
+import { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { parseBwrapProbe } from '../../src/sandbox/bwrap.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
@@ -122,6 +124,14 @@ describe.each(['read-only', 'workspace-write'] as const)('%s over SSH: the confi
   it('the confined file server reads /proc/net/dev of its own namespace: lo only', async () => {
     const text = await world.fs!.readText(await world.fs!.resolve('/proc/self/net/dev'))
     expect(text.split('\n').filter(line => line.includes(':')).map(line => line.split(':')[0]!.trim())).toEqual(['lo'])
+  })
+
+  it('doctor\'s network check proves lo only and no name lookup, from inside the fence', async () => {
+    expect(await networkCheck(world, WORKSPACE)).toEqual({ name: 'network', ok: true, detail: 'none: interfaces: lo; a name lookup finds nothing' })
+  })
+
+  it('refuses network allow and ports into the world, saying why (the relay would sit outside the namespace)', async () => {
+    await expect(world.network.forward('0:8765')).rejects.toThrow(`${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; use danger-full-access for ports into an SSH world`)
   })
 
   it('the sandbox report says the network is lo only', () => {
