@@ -136,6 +136,13 @@ function noteNetwork(world: RemoteWorld): void {
   if (world.network.proxyPort !== undefined) process.stderr.write(`# network allow: the world's HTTP(S) proxy is 127.0.0.1:${world.network.proxyPort} (HTTP_PROXY, HTTPS_PROXY)\n`)
 }
 
+/** Say on stderr what went out of a world with network allow: the run's egress counts (the log has each connection). */
+function noteEgress(world: RemoteWorld): void {
+  if (world.network.proxyPort === undefined) return
+  const { allowed, denied, bytesUp, bytesDown } = world.network.counts()
+  process.stderr.write(`# egress: ${allowed} connection(s) allowed, ${denied} refused; ${bytesUp} bytes out, ${bytesDown} bytes in\n`)
+}
+
 /** Say on stderr where a swarm world landed: its service and node. */
 function noteSwarm(world: RemoteWorld): void {
   if (world.runtime instanceof SwarmSubprocessRuntime) process.stderr.write(`# ${world.runtime.describe()}\n`)
@@ -223,6 +230,7 @@ targetOptions(program.command('run'))
       await terminal.close()
       const left = await sessionLeftovers(world, pid)
       process.stderr.write(left.length === 0 ? '# closed: nothing of the session is left running\n' : `# closed, but still running: ${left.join(' ')}\n`)
+      noteEgress(world)
       if (left.length > 0) process.exitCode = 1
     })
   })

@@ -51,6 +51,7 @@ describe('dsh-remote-worlds run --mode read-only --allow RULE --resolve NAME:POR
       [fetch('other.test'), 'urllib.error.HTTPError: HTTP Error 403: Forbidden', 'dsh> '],
     ])
     expect(stderr).toMatch(/^# network allow: the world's HTTP\(S\) proxy is 127\.0\.0\.1:\d+ \(HTTP_PROXY, HTTPS_PROXY\)$/m)
+    expect(stderr).toMatch(/^# egress: 1 connection\(s\) allowed, 1 refused; \d+ bytes out, \d+ bytes in$/m)
     const logged = readFileSync(log, 'utf8').trim().split('\n').map(line => JSON.parse(line) as Record<string, unknown>)
     // One line per connection when it is over: sorted, as two connections may end in either order.
     expect(logged.map(({ host, verdict, reason }) => ({ host, verdict, reason })).sort((a, b) => String(a.host).localeCompare(String(b.host)))).toEqual([

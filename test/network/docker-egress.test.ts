@@ -220,6 +220,24 @@ function hostGet(port: number, path: string): Promise<string> {
   })
 }
 
+describe('a relay that ends', () => {
+  it('is started again and listens on the same proxy port, so the programs\' proxy variables stay true', async () => {
+    const terminal = await world.open()
+    const port = world.network.proxyPort!
+    // As a cut transport or a restarted container would end it (it ends at its stdin's EOF).
+    expect(await run(terminal, 'pkill -x dsh-relay; echo "pkill $?"')).toBe('pkill 0')
+    let answer = ''
+    for (let waited = 0; !answer.startsWith('200') && waited < 20_000; waited += 200) {
+      answer = await run(terminal, `python3 /workspace/fetch.py http://allowed.test:${httpPort}/again`)
+      if (!answer.startsWith('200')) await delay(200)
+    }
+    expect(answer).toBe(`200 hello /again via allowed.test:${httpPort}`)
+    expect(world.network.proxyPort).toBe(port)
+    expect(await run(terminal, 'echo "$HTTP_PROXY"')).toBe(`http://127.0.0.1:${port}`)
+    await terminal.close()
+  })
+})
+
 describe('a port forwarded into the same world', () => {
   it('carries this machine\'s connections to a server on the world\'s 127.0.0.1, and refuses while nothing listens there', async () => {
     const forward = await world.network.forward('0:8000')
