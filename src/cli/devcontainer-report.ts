@@ -1,6 +1,6 @@
 /**
  * What the CLI says of a dev container target: `doctor`'s section (what of the devcontainer.json
- * is applied, and what is not), and the lines `run` and `shell` print on stderr when they open
+ * is applied, its forwarded ports among it, and what is not), and the lines `run` and `shell` print on stderr when they open
  * one (a container `--start` started, what of remoteEnv is not applied).
  * @module dsh-remote-worlds/cli/devcontainer-report
  */
@@ -15,7 +15,7 @@ import { sandboxReportOf } from '../sandbox/companion.ts'
  * what is not. The shared fields mean what they mean on {@link ResolvedDevcontainer}, but
  * `container` is the 12-digit id and `user`/`userSource` are the effective ones (`--user` wins).
  */
-export interface DevcontainerReport extends Pick<ResolvedDevcontainer, 'folder' | 'configFile' | 'container' | 'name' | 'started' | 'user' | 'userSource' | 'workspaceFolder' | 'workspaceFolderSource'> {
+export interface DevcontainerReport extends Pick<ResolvedDevcontainer, 'folder' | 'configFile' | 'container' | 'name' | 'started' | 'user' | 'userSource' | 'workspaceFolder' | 'workspaceFolderSource' | 'forwardPorts'> {
   /** remoteEnv names terminals and spawned processes get. */
   remoteEnv: string[]
   /** Properties the container got when it was created, taken as they are. */
@@ -66,6 +66,7 @@ export function devcontainerReportOf(resolved: ResolvedDevcontainer, explicitUse
     workspaceFolder: resolved.workspaceFolder,
     workspaceFolderSource: resolved.workspaceFolderSource,
     remoteEnv: Object.keys(resolved.remoteEnv).filter(name => scrubKind(name) === undefined),
+    forwardPorts: resolved.forwardPorts,
     atCreation: resolved.atCreation,
     notApplied: [...resolved.unsupported, ...environmentNotApplied(resolved)],
     enforces: confined.filter(mode => mode.available).map(mode => mode.mode),
@@ -92,7 +93,11 @@ export async function devcontainerReport(world: RemoteWorld): Promise<Devcontain
   return devcontainerReportOf(resolved, (world.runtime as DockerSubprocessRuntime).config.user, sandboxReportOf(world.ctx)?.modes ?? [])
 }
 
-/** Render a dev container report for humans (lines to indent under the checks). */
+/**
+ * Render a dev container report for humans (lines to indent under the checks). The forwarded
+ * ports are each `PORT (LABEL)`: forwarded from this machine's 127.0.0.1 on the same port (any
+ * free one when it is taken) while `run` or `shell` holds the world.
+ */
 export function formatDevcontainerReport(report: DevcontainerReport): string[] {
   const list = (names: readonly string[]): string => names.length === 0 ? 'none' : names.join('; ')
   return [
@@ -100,6 +105,7 @@ export function formatDevcontainerReport(report: DevcontainerReport): string[] {
     `  user: ${report.user ?? '(the container\'s own)'} (${report.userSource})`,
     `  workspace: ${report.workspaceFolder} (${report.workspaceFolderSource === 'workspaceFolder' ? 'workspaceFolder' : 'workspaceFolder not set: the specification\'s default'}), the shell's cwd and the sandbox's workspace root`,
     `  remoteEnv for terminals and spawned processes: ${list(report.remoteEnv)}`,
+    `  forwarded ports: ${list(report.forwardPorts.map(forward => forward.label !== undefined ? `${forward.port} (${forward.label})` : String(forward.port)))}`,
     `  as the container was created: ${list(report.atCreation)}`,
     `  not applied: ${list(report.notApplied)}`,
     report.sandboxNotJudged !== undefined

@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { type OpenWorldOptions, type RemoteWorld, openWorld } from '../backend/world.ts'
+import { type ForwardSpec, parseForwardSpec } from '../network/port-forward.ts'
 import type { WorldNetworkOptions } from '../network/world-network.ts'
 import { DockerSubprocessRuntime } from '../providers/docker/docker-runtime.ts'
 import type { ControlChannel } from '../providers/remote/control-channel.ts'
@@ -200,7 +201,10 @@ async function ensurePwshWorld(): Promise<void> {
  * its `workspaceFolder` is the sandbox's workspace root and the shell's cwd (`--workspace` sets
  * the workspace root, and the cwd too unless `--cwd` is given; `--cwd` sets only the cwd); the
  * runtime, given that file, finds the same container and applies the file's user (`--user`
- * wins) and `remoteEnv` when the world opens.
+ * wins) and `remoteEnv` when the world opens. Its `forwardPorts` (with the container's metadata
+ * label's, and their `portsAttributes` labels) are forwarded from this machine's 127.0.0.1 on the
+ * same port, else any free port when that one is taken ({@link devcontainerForwards}), after
+ * the user's own `--forward`s.
  * @throws InvalidArgumentError for conflicting flags, or bad terminal flags ({@link terminalSettings}).
  * @throws for `--devcontainer`, the errors of `planDevcontainer`: DevcontainerConfigMissingError,
  *   DevcontainerConfigInvalidError, DevcontainerNotFoundError, DevcontainerAmbiguousError,
@@ -208,8 +212,40 @@ async function ensurePwshWorld(): Promise<void> {
  */
 export async function resolveTarget(flags: TargetFlags): Promise<Target> {
   const target = await resolveWorld(flags)
-  const network = networkSetting(flags)
+  const network = mergeNetwork(networkSetting(flags), target.world.network)
   return network === undefined ? target : { ...target, world: { ...target.world, network } }
+}
+
+/**
+ * The flags' network setting with the world's own (a dev container's forwarded ports): the
+ * flags' `--forward`s first, then the world's forwards of a world port no `--forward` names.
+ */
+function mergeNetwork(flags: WorldNetworkOptions | undefined, own: WorldNetworkOptions | undefined): WorldNetworkOptions | undefined {
+  if (own === undefined) return flags
+  const given = flags?.forward ?? []
+  // A --forward that does not parse is reported when the network is mounted; here it names no port.
+  const named = new Set(given.flatMap(text => {
+    try {
+      return [parseForwardSpec(text).worldPort]
+    } catch {
+      return []
+    }
+  }))
+  const forward = [...given, ...(own.forward ?? []).filter(spec => !named.has(parseForwardSpec(spec).worldPort))]
+  return { ...own, ...flags, ...(forward.length > 0 ? { forward } : {}) }
+}
+
+/**
+ * A dev container's forwarded ports as forwards: this machine's 127.0.0.1 on the same port to
+ * the world's 127.0.0.1 (any free port when it is taken, as VS Code does), the label carried.
+ *
+ * `WorldNetworkOptions.forward` is typed as strings (`--forward` texts); its mount parses each
+ * with `parseForwardSpec`, which takes a parsed spec as well, so these carry their label and
+ * `anyPortIfTaken` through it.
+ */
+export function devcontainerForwards(ports: readonly { port: number; label?: string }[]): WorldNetworkOptions['forward'] {
+  const specs: ForwardSpec[] = ports.map(({ port, label }) => ({ hostAddress: '127.0.0.1', hostPort: port, worldPort: port, anyPortIfTaken: true, ...(label !== undefined ? { label } : {}) }))
+  return specs as unknown as readonly string[]
 }
 
 /** The world's network setting of `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log`, `--egress` and `--forward`; undefined without them. */
@@ -276,6 +312,7 @@ async function resolveWorld(flags: TargetFlags): Promise<Target> {
     return {
       description: `dev container of ${plan.project.folder}${suffix}`,
       world: {
+        ...(plan.forwardPorts.length > 0 ? { network: { forward: devcontainerForwards(plan.forwardPorts) } } : {}),
         runtime: DockerSubprocessRuntime as never,
         // The file just read: the runtime then finds the same container (or fails, should it be gone).
         runtimeConfig: { devcontainer: { folder: plan.project.folder, config: plan.configFile, ...(flags.start === true ? { start: true } : {}) }, ...(user !== undefined ? { user } : {}), ...shell },

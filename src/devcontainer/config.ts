@@ -14,12 +14,17 @@ import { posix, relative, sep } from 'node:path'
 import { type ParseError, parse, printParseErrorCode } from 'jsonc-parser'
 import { DevcontainerConfigInvalidError } from './errors.ts'
 import { explicitConfigFile, findDevcontainerConfig, gitRootOf, projectFolder } from './paths.ts'
+import { type DevcontainerForwardPort, forwardPortsOf, mergeForwardPorts } from './ports.ts'
 import { refersToContainerEnv, substituteLocal } from './variables.ts'
 
 export { DEVCONTAINER_CONFIG_PATHS, findDevcontainerConfig, gitRootOf } from './paths.ts'
 
-/** Properties this package applies: the shell's user, its cwd and workspace root, and its environment. */
-export const APPLIED_PROPERTIES: readonly string[] = ['remoteUser', 'containerUser', 'workspaceFolder', 'remoteEnv']
+/**
+ * Properties this package applies: the shell's user, its cwd and workspace root, its
+ * environment, and the ports forwarded to this machine with their labels (ports.ts; entries and
+ * attributes it does not apply are listed by name).
+ */
+export const APPLIED_PROPERTIES: readonly string[] = ['remoteUser', 'containerUser', 'workspaceFolder', 'remoteEnv', 'forwardPorts', 'portsAttributes']
 
 /**
  * Properties the container got when the Dev Containers tooling created it (its image, mounts,
@@ -66,11 +71,19 @@ export interface DevcontainerSettings {
    * Entries whose value uses a withheld `${localEnv:VAR}` are absent (see {@link withheld}).
    */
   remoteEnv: Record<string, string | null>
+  /**
+   * The file's `forwardPorts` that are forwarded (ports of the container's own loopback), in
+   * order without repeats, each with its `portsAttributes` label (ports.ts).
+   */
+  forwardPorts: DevcontainerForwardPort[]
+  /** The file's `portsAttributes` labels by port, also of ports only the metadata label forwards (metadata.ts merges them). */
+  portLabels: Record<number, string>
   /** The file's properties that the container got at its creation and are taken as they are. */
   atCreation: string[]
   /**
-   * What is not applied: properties (`forwardPorts`, `postStartCommand`, `customizations`, ...)
-   * and variable references that have no value here (`${nope} in remoteEnv.X`).
+   * What is not applied: properties (`postStartCommand`, `customizations`, ...), `forwardPorts`
+   * entries of another host and `portsAttributes` other than `label` (ports.ts), and variable
+   * references that have no value here (`${nope} in remoteEnv.X`).
    */
   unsupported: string[]
   /**
@@ -156,7 +169,7 @@ function withheldProblem(key: string, withheld: readonly string[]): string {
  *   `containerUser` or `workspaceFolder` not a string, or using a withheld `${localEnv:VAR}`;
  *   `workspaceFolder` using `${containerEnv:VAR}` or not resolving to an absolute path;
  *   `remoteEnv` not an object of strings (or nulls), a key that cannot be a variable name
- *   (empty, `=`, NUL) or a value holding NUL.
+ *   (empty, `=`, NUL) or a value holding NUL; `forwardPorts` not an array, `portsAttributes` not an object.
  */
 export function devcontainerSettings(config: Readonly<Record<string, unknown>>, context: DevcontainerContext): DevcontainerSettings {
   const problems: string[] = []
@@ -232,8 +245,11 @@ export function devcontainerSettings(config: Readonly<Record<string, unknown>>, 
       }
     }
   }
+  const ports = forwardPortsOf(config)
+  problems.push(...ports.problems)
+  unsupported.push(...ports.unsupported)
   if (problems.length > 0) throw new DevcontainerConfigInvalidError(context.configFile, problems)
-  return { folder: context.folder, configFile: context.configFile, remoteUser, containerUser, workspaceFolder, workspaceFolderSource: written !== undefined ? 'workspaceFolder' : 'default', remoteEnv, atCreation, unsupported, withheld }
+  return { folder: context.folder, configFile: context.configFile, remoteUser, containerUser, workspaceFolder, workspaceFolderSource: written !== undefined ? 'workspaceFolder' : 'default', remoteEnv, forwardPorts: mergeForwardPorts([ports]), portLabels: ports.labels, atCreation, unsupported, withheld }
 }
 
 /**

@@ -19,6 +19,8 @@ export interface DevcontainerCandidate {
   localFolder: string
   /** Its `devcontainer.config_file` label; undefined for a container labelled before that label existed. */
   configFile: string | undefined
+  /** Its `devcontainer.metadata` label (metadata.ts), as written; undefined when it has none. */
+  metadata?: string | undefined
 }
 
 /** `0123456789ab  name  running  config /path/.devcontainer/devcontainer.json`, one line per candidate. */

@@ -9,6 +9,7 @@
  * - paths.ts: the folder, its configuration files and git root; labels compared with them.
  * - variables.ts: the specification's `${...}` variables, `${devcontainerId}` included.
  * - config.ts: parse (JSONC) and apply devcontainer.json; pure but for reading the file.
+ * - ports.ts: `forwardPorts` and `portsAttributes` (the ports forwarded to this machine, their labels).
  * - metadata.ts: the `devcontainer.metadata` label merged under the file.
  * - locate.ts: the labelled container, through dockerode, which file it was made from, its state.
  *
@@ -22,7 +23,8 @@ import { parseEnvEntries } from '../providers/remote/environment.ts'
 import { TargetNotFoundError } from '../providers/remote/errors.ts'
 import { type DevcontainerSettings, readDevcontainerFile } from './config.ts'
 import { type DevcontainerCandidate, CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL, ensureDevcontainerRunning, selectDevcontainer } from './locate.ts'
-import { METADATA_LABEL, devcontainerEffect, metadataEntries } from './metadata.ts'
+import { METADATA_LABEL, devcontainerEffect, devcontainerForwardPorts, metadataEntries } from './metadata.ts'
+import type { DevcontainerForwardPort } from './ports.ts'
 import { type ProjectFolder, projectFolder } from './paths.ts'
 import type { ResolvedDevcontainer } from './resolved.ts'
 import { devcontainerId } from './variables.ts'
@@ -32,7 +34,9 @@ export { APPLIED_PROPERTIES, CREATION_PROPERTIES, DEVCONTAINER_CONFIG_PATHS, dev
 export type { DevcontainerContext, DevcontainerSettings } from './config.ts'
 export { CONFIG_FILE_LABEL, LOCAL_FOLDER_LABEL, chooseDevcontainer, ensureDevcontainerRunning, findDevcontainers, locateDevcontainer, selectDevcontainer } from './locate.ts'
 export type { DevcontainerChoice, LocatedDevcontainer } from './locate.ts'
-export { METADATA_LABEL, devcontainerEffect, metadataEntries } from './metadata.ts'
+export { METADATA_LABEL, devcontainerEffect, devcontainerForwardPorts, metadataEntries } from './metadata.ts'
+export { forwardPortEntry, forwardPortsOf, mergeForwardPorts } from './ports.ts'
+export type { DevcontainerForwardPort, ForwardPortsPart } from './ports.ts'
 export type { DevcontainerEffect } from './metadata.ts'
 export { projectFolder } from './paths.ts'
 export type { ProjectFolder } from './paths.ts'
@@ -67,6 +71,11 @@ export interface DevcontainerPlan {
   settings: DevcontainerSettings
   /** `${devcontainerId}` of the container. */
   devcontainerId: string
+  /**
+   * The ports to forward: the candidate's `devcontainer.metadata` label merged under the file
+   * (metadata.ts `devcontainerForwardPorts`), as {@link resolveDevcontainer} gives them.
+   */
+  forwardPorts: DevcontainerForwardPort[]
 }
 
 /** The id labels of a candidate as the reference CLI forms them: both labels, or the folder's alone for a container made before `devcontainer.config_file` existed. */
@@ -88,7 +97,8 @@ export async function planDevcontainer(folder: string, options: Omit<ResolveDevc
   const { candidate, configFile } = await selectDevcontainer(options.docker ?? new Docker(), project, { config: options.config })
   const id = devcontainerId(idLabels(candidate))
   const settings = readDevcontainerFile(configFile, { folder: candidate.localFolder, localEnv: options.localEnv ?? process.env, devcontainerId: id })
-  return { project, candidate, configFile, settings, devcontainerId: id }
+  const forwardPorts = devcontainerForwardPorts(settings, metadataEntries(candidate.metadata).entries).forwardPorts
+  return { project, candidate, configFile, settings, devcontainerId: id, forwardPorts }
 }
 
 /**
@@ -98,7 +108,7 @@ export async function planDevcontainer(folder: string, options: Omit<ResolveDevc
  * (`Config.Env`). Whether the user exists is known once a process starts as that user (the
  * Docker runtime checks it when it opens its world: DevcontainerUserNotFoundError).
  * @param folder - the project folder (relative to the current directory, or absolute).
- * @returns e.g. `{ container: '3f2a…', user: 'agent', workspaceFolder: '/workspaces/app', remoteEnv: { FOO: 'bar' }, unsupported: ['forwardPorts'], withheld: [], ... }`.
+ * @returns e.g. `{ container: '3f2a…', user: 'agent', workspaceFolder: '/workspaces/app', remoteEnv: { FOO: 'bar' }, forwardPorts: [{ port: 3000, label: 'App' }], unsupported: ['postStartCommand'], withheld: [], ... }`.
  * @throws the errors of {@link planDevcontainer}; DevcontainerStoppedError; TargetNotFoundError
  *   when the container is removed while it is looked up.
  */
@@ -129,6 +139,7 @@ export async function resolveDevcontainer(folder: string, options: ResolveDevcon
     workspaceFolderSource: settings.workspaceFolderSource,
     remoteEnv: effect.remoteEnv,
     unset: effect.unset,
+    forwardPorts: effect.forwardPorts,
     atCreation: settings.atCreation,
     unsupported: [...effect.unsupported, ...(metadata.problem !== undefined ? [metadata.problem] : [])],
     withheld: effect.withheld,

@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs'
 import type Docker from 'dockerode'
 import { EngineUnavailableError, type RemoteWorldError, TransportError } from '../providers/remote/errors.ts'
 import { type DevcontainerCandidate, DevcontainerAmbiguousError, DevcontainerConfigMissingError, DevcontainerNotFoundError, DevcontainerStoppedError } from './errors.ts'
+import { METADATA_LABEL } from './metadata.ts'
 import { type ProjectFolder, defaultConfigFile, explicitConfigFile, namesFolder, sameFile } from './paths.ts'
 
 export type { DevcontainerCandidate } from './errors.ts'
@@ -52,7 +53,7 @@ export async function findDevcontainers(docker: Docker, folder: ProjectFolder): 
   }
   return listed
     .filter(info => info.State !== 'removing' && namesFolder(info.Labels[LOCAL_FOLDER_LABEL] ?? '', folder))
-    .map(info => ({ id: info.Id, name: (info.Names[0] ?? info.Id.slice(0, 12)).replace(/^\//, ''), state: info.State, localFolder: info.Labels[LOCAL_FOLDER_LABEL]!, configFile: info.Labels[CONFIG_FILE_LABEL] }))
+    .map(info => ({ id: info.Id, name: (info.Names[0] ?? info.Id.slice(0, 12)).replace(/^\//, ''), state: info.State, localFolder: info.Labels[LOCAL_FOLDER_LABEL]!, configFile: info.Labels[CONFIG_FILE_LABEL], metadata: info.Labels[METADATA_LABEL] }))
     .sort((a, b) => a.name.localeCompare(b.name))
 }
 

@@ -10,7 +10,8 @@
  * Merge rules (the reference CLI's `mergeConfiguration`, devcontainers/cli
  * src/spec-node/imageMetadata.ts): the entries in label order, then the project's file last;
  * `remoteUser` and `containerUser` are each the last one set; `remoteEnv` objects are merged,
- * later names winning. The user is then the merged `remoteUser`, else the merged `containerUser`;
+ * later names winning; `forwardPorts` is the union in order without repeats, each port's
+ * `portsAttributes` label the last one set (ports.ts). The user is then the merged `remoteUser`, else the merged `containerUser`;
  * an empty one is skipped (the CLI takes the last entry whose user is truthy). Both are resolved
  * with `${containerEnv:VAR}` of the container too, as the reference CLI substitutes the
  * container's environment into the whole configuration it attaches with
@@ -18,6 +19,7 @@
  * @module dsh-remote-worlds/devcontainer/metadata
  */
 import { APPLIED_PROPERTIES, CREATION_PROPERTIES, type DevcontainerSettings, remoteEnvNameProblem } from './config.ts'
+import { type DevcontainerForwardPort, forwardPortsOf, mergeForwardPorts } from './ports.ts'
 import type { DevcontainerUserOrigin } from './resolved.ts'
 import { substituteContainerEnv, substituteLocal } from './variables.ts'
 
@@ -59,10 +61,26 @@ export interface DevcontainerEffect {
   remoteEnv: Record<string, string>
   /** Names `remoteEnv` unsets (value null). */
   unset: string[]
+  /** The ports forwarded to this machine: the metadata's and the file's (see {@link devcontainerForwardPorts}). */
+  forwardPorts: DevcontainerForwardPort[]
   /** The settings' own {@link DevcontainerSettings.unsupported}, then the metadata's, marked as coming from the label. */
   unsupported: string[]
   /** The settings' own {@link DevcontainerSettings.withheld}, then the metadata's (user and remoteEnv entries), marked likewise. */
   withheld: string[]
+}
+
+/**
+ * The forwarded ports of a project's settings over its container's metadata entries: each
+ * entry's `forwardPorts` then the file's, their union in order without repeats, each port with
+ * the last `portsAttributes` label set (ports.ts). What of the entries is not applied (another
+ * host's port, an attribute other than `label`, a wrong shape) is in `unsupported`, marked as
+ * coming from the label.
+ * @example devcontainerForwardPorts(settings, [{ forwardPorts: [3000, 'db:5432'] }]) // { forwardPorts: [{ port: 3000, label: 'App' }], unsupported: ['forwardPorts entry "db:5432" (the container\'s devcontainer.metadata label): ...'] }
+ */
+export function devcontainerForwardPorts(settings: Pick<DevcontainerSettings, 'forwardPorts' | 'portLabels'>, entries: readonly Record<string, unknown>[]): { forwardPorts: DevcontainerForwardPort[]; unsupported: string[] } {
+  const parts = entries.map(entry => forwardPortsOf(entry, ` (${FROM_LABEL})`))
+  const file = { ports: settings.forwardPorts.map(forward => forward.port), labels: settings.portLabels }
+  return { forwardPorts: mergeForwardPorts([...parts, file]), unsupported: parts.flatMap(part => [...part.problems, ...part.unsupported]) }
 }
 
 /**
@@ -116,6 +134,8 @@ export function devcontainerEffect(settings: DevcontainerSettings, entries: read
   if (settings.remoteUser !== undefined) take('remoteUser', settings.remoteUser, 'file')
   if (settings.containerUser !== undefined) take('containerUser', settings.containerUser, 'file')
   Object.assign(merged, settings.remoteEnv)
+  const ports = devcontainerForwardPorts(settings, entries)
+  unsupported.push(...ports.unsupported)
   const chosen = users.remoteUser ?? users.containerUser
   const remoteEnv: Record<string, string> = {}
   const unset: string[] = []
@@ -131,6 +151,7 @@ export function devcontainerEffect(settings: DevcontainerSettings, entries: read
     userOrigin: chosen?.origin,
     remoteEnv,
     unset,
+    forwardPorts: ports.forwardPorts,
     unsupported,
     withheld,
   }

@@ -4,6 +4,8 @@
  * @module dsh-remote-worlds/devcontainer/resolved
  */
 
+import type { DevcontainerForwardPort } from './ports.ts'
+
 /** Where the shell's user of a dev container is named. */
 export interface DevcontainerUserOrigin {
   /** The property: `remoteUser`, or `containerUser` when no `remoteUser` is set anywhere. */
@@ -46,10 +48,17 @@ export interface ResolvedDevcontainer {
   remoteEnv: Record<string, string>
   /** Names `remoteEnv` unsets (null values). */
   unset: string[]
+  /**
+   * Ports of the container forwarded to this machine when the CLI attaches (`--devcontainer`):
+   * `forwardPorts` of the metadata label and the file, each with its `portsAttributes` label
+   * (ports.ts, metadata.ts `devcontainerForwardPorts`).
+   */
+  forwardPorts: DevcontainerForwardPort[]
   /** Properties the container got when it was created, taken as they are (e.g. `containerEnv`, `mounts`). */
   atCreation: string[]
   /**
-   * What is not applied: properties (e.g. `forwardPorts`, `postStartCommand`), variables without
+   * What is not applied: properties (e.g. `postStartCommand`), `forwardPorts` entries of another
+   * host (`"db:5432"`), `portsAttributes` other than `label`, variables without
    * a value here, and a `devcontainer.metadata` label that cannot be read.
    */
   unsupported: string[]

@@ -8,6 +8,10 @@
  * host side binds 127.0.0.1 unless the user names another address; HOST_PORT 0 takes a free
  * one. A connection to a world port where nothing listens is closed at once, after the world
  * said why (ECONNREFUSED): the forward stays and the next connection tries again.
+ *
+ * A dev container's `forwardPorts` (src/devcontainer/ports.ts, by way of the CLI's target) are
+ * specs with {@link ForwardSpec.anyPortIfTaken}: 127.0.0.1 on the same port, else any free
+ * port, as VS Code forwards them; {@link PortForward.takenPort} says which port was taken.
  * @module dsh-remote-worlds/network/port-forward
  */
 import { once } from 'node:events'
@@ -34,13 +38,26 @@ export interface ForwardSpec {
   worldPort: number
   /** A label for messages (devcontainer.json `portsAttributes`' `label`). */
   label?: string | undefined
+  /**
+   * When the host port is taken (EADDRINUSE), listen on any free port of the same address
+   * instead of failing (a dev container's `forwardPorts`, as VS Code does). Default false.
+   */
+  anyPortIfTaken?: boolean | undefined
 }
 
 /**
- * Parse `[HOST_ADDR:]HOST_PORT:WORLD_PORT`.
+ * Parse `[HOST_ADDR:]HOST_PORT:WORLD_PORT`; a spec already parsed (a dev container's port, with
+ * its label) is checked and given back as a copy.
  * @throws InvalidForwardError naming what is wrong.
  */
-export function parseForwardSpec(text: string): ForwardSpec {
+export function parseForwardSpec(text: string | ForwardSpec): ForwardSpec {
+  if (typeof text !== 'string') {
+    const shown = `${text.hostAddress}:${text.hostPort}:${text.worldPort}`
+    if (isIP(text.hostAddress) === 0) throw new InvalidForwardError(shown, `${JSON.stringify(text.hostAddress)} is not an IP address`)
+    if (!Number.isInteger(text.hostPort) || text.hostPort < 0 || text.hostPort > 65_535) throw new InvalidForwardError(shown, `host port ${text.hostPort} is not 0..65535`)
+    if (!Number.isInteger(text.worldPort) || text.worldPort < 1 || text.worldPort > 65_535) throw new InvalidForwardError(shown, `world port ${text.worldPort} is not 1..65535`)
+    return { ...text }
+  }
   let rest = text
   let hostAddress = '127.0.0.1'
   const bracketed = /^\[([^\]]+)\]:(.*)$/.exec(rest)
@@ -64,8 +81,10 @@ export function parseForwardSpec(text: string): ForwardSpec {
 /** A live forward. */
 export interface PortForward {
   readonly spec: ForwardSpec
-  /** The host address and port it listens on (the port chosen when the spec said 0). */
+  /** The host address and port it listens on (the port chosen when the spec said 0, or when its port was taken). */
   readonly host: { address: string; port: number }
+  /** The spec's host port, when it was taken and {@link ForwardSpec.anyPortIfTaken} took another; else undefined. */
+  readonly takenPort?: number | undefined
   /** Connections carried so far, and those the world refused (no listener on its port). */
   counts(): { connections: number; refused: number }
   /** Stop listening and end every carried connection. Idempotent. */
@@ -77,7 +96,8 @@ export interface PortForward {
  * @param connect - opens a stream to the world's 127.0.0.1:PORT (the relay's `connect`, by way of
  *   the world's network: it starts or restarts the relay when needed).
  * @param onRefused - told when the world refused a connection (nothing listens on its port).
- * @throws the host listener's error (EADDRINUSE, EACCES) as node gives it.
+ * @throws the host listener's error (EADDRINUSE, EACCES) as node gives it; EADDRINUSE only
+ *   when the spec has no {@link ForwardSpec.anyPortIfTaken} (else any free port is taken).
  */
 export async function startPortForward(spec: ForwardSpec, connect: (port: number) => Promise<RelayStream>, onRefused: (error: RelayConnectError) => void = () => {}): Promise<PortForward> {
   const sockets = new Set<Socket>()
@@ -107,13 +127,24 @@ export async function startPortForward(spec: ForwardSpec, connect: (port: number
       socket.destroy()
     })
   })
-  server.listen(spec.hostPort, spec.hostAddress)
-  await Promise.race([once(server, 'listening'), once(server, 'error').then(([error]) => { throw error })])
+  const listen = async (port: number): Promise<void> => {
+    server.listen(port, spec.hostAddress)
+    await Promise.race([once(server, 'listening'), once(server, 'error').then(([error]) => { throw error })])
+  }
+  let takenPort: number | undefined
+  try {
+    await listen(spec.hostPort)
+  } catch (error) {
+    if (spec.anyPortIfTaken !== true || spec.hostPort === 0 || (error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
+    takenPort = spec.hostPort
+    await listen(0)
+  }
   const address = server.address() as AddressInfo
   let closing: Promise<void> | undefined
   return {
     spec,
     host: { address: address.address, port: address.port },
+    ...(takenPort !== undefined ? { takenPort } : {}),
     counts: () => ({ ...totals }),
     close: () => closing ??= new Promise<void>(resolve => {
       server.close(() => resolve())

@@ -8,6 +8,7 @@
  */
 import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { request } from 'node:http'
 import { createRequire } from 'node:module'
 import { rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -50,6 +51,22 @@ function expectedRecord(project: ProjectFolder, foo = 'bar', workspace = project
 /** A devcontainer.json as agent, without workspaceFolder (the default applies), with FOO = `foo`. */
 const configWithFoo = (foo: string): string => JSON.stringify({ image: IMAGE, remoteUser: 'agent', remoteEnv: { FOO: foo } })
 
+/** The line `run` and `shell` print for the fixture's forwarded port 3000 (this machine's port: 3000, or any free one when 3000 is taken), as a regular expression's part. */
+const FORWARDING = '# forwarding 127\\.0\\.0\\.1:\\d+ to the world\'s 127\\.0\\.0\\.1:3000\\n'
+
+/** GET http://127.0.0.1:PORT/ from this machine: the status, or the error's code (e.g. ECONNRESET while nothing listens in the world). */
+async function get(port: number): Promise<number | string> {
+  return new Promise(resolve => {
+    const req = request({ host: '127.0.0.1', port, path: '/', timeout: 5_000 }, response => {
+      response.resume()
+      response.on('end', () => resolve(response.statusCode ?? 0))
+    })
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })))
+    req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message))
+    req.end()
+  })
+}
+
 const records = (stdout: string): unknown[] => stdout.trim().split('\n').map(line => JSON.parse(line) as unknown)
 const nameOf = async (container: Docker.Container): Promise<string> => (await container.inspect()).Name.replace(/^\//, '')
 
@@ -74,7 +91,7 @@ describe('dsh-remote-worlds run --devcontainer FOLDER', () => {
   it('runs as remoteUser, in workspaceFolder, with remoteEnv', async () => {
     const { code, stdout, stderr } = await cli(['run', '--devcontainer', project.folder, '--script', script, '--json'])
     expect(records(stdout)).toEqual([expectedRecord(project)])
-    expect(stderr).toMatch(new RegExp(`^# dev container of ${project.folder}, shell pid \\d+\\n# closed: nothing of the session is left running\\n$`))
+    expect(stderr).toMatch(new RegExp(`^${FORWARDING}# dev container of ${project.folder}, shell pid \\d+\\n# closed: nothing of the session is left running\\n$`))
     expect(code).toBe(0)
   })
 
@@ -89,6 +106,37 @@ describe('dsh-remote-worlds run --devcontainer FOLDER', () => {
     checkAgentSessionCase(steps, stderr)
   }, 120_000)
 
+  it('shell forwards the forwardPorts port: http.server on the container\'s 127.0.0.1:3000 answers a GET from this machine\'s forwarded port', async () => {
+    const child = spawn(process.execPath, ['--import', tsxLoader, join(root, 'src/cli/main.ts'), 'shell', '--devcontainer', project.folder], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] })
+    let stderr = ''
+    let port = 0
+    const forwarded = new Promise<number>((resolve, reject) => {
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString()
+        const port = /^# forwarding 127\.0\.0\.1:(\d+) to the world's 127\.0\.0\.1:3000$/m.exec(stderr)?.[1]
+        if (port !== undefined) resolve(Number(port))
+      })
+      child.on('exit', () => reject(new Error(`the shell exited before forwarding: ${stderr}`)))
+    })
+    child.stdout.resume()
+    try {
+      port = await forwarded
+      child.stdin.write('python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 &\n')
+      let status: number | string = 'not tried'
+      for (let attempt = 0; attempt < 50 && status !== 200; attempt += 1) {
+        status = await get(port)
+        if (status !== 200) await new Promise(resolve => setTimeout(resolve, 200))
+      }
+      expect(status).toBe(200)
+    } finally {
+      child.stdin.end()
+    }
+    const [code] = await once(child, 'exit') as [number | null]
+    expect(code).toBe(0)
+    // The forward ends with the world.
+    expect(await get(port)).toBe('ECONNREFUSED')
+  }, 60_000)
+
   it('refuses a sandbox mode the container does not enforce before the shell starts', async () => {
     const { code, stdout, stderr } = await cli(['run', '--devcontainer', project.folder, '--mode', 'workspace-write', '--script', script, '--json'])
     expect(stdout).toBe('')
@@ -102,13 +150,14 @@ describe('dsh-remote-worlds doctor --devcontainer FOLDER', () => {
     const { code, stdout } = await cli(['doctor', '--devcontainer', project.folder])
     const lines = stdout.split('\n')
     const at = lines.findIndex(line => line.startsWith('  dev container of '))
-    expect(lines.slice(at, at + 7)).toEqual([
+    expect(lines.slice(at, at + 8)).toEqual([
       `  dev container of ${project.folder}: docker container ${container.id.slice(0, 12)} (${await nameOf(container)}), configured by ${project.configFile}`,
       '    user: agent (remoteUser of devcontainer.json)',
       `    workspace: /workspaces/${project.basename} (workspaceFolder), the shell's cwd and the sandbox's workspace root`,
       '    remoteEnv for terminals and spawned processes: FOO',
+      '    forwarded ports: 3000 (App)',
       '    as the container was created: image',
-      '    not applied: forwardPorts; postStartCommand',
+      '    not applied: postStartCommand',
       '    sandbox: judged like any attached container; enforces no confined mode; read-only and workspace-write are refused before the shell starts',
     ])
     expect(lines).toContain('      read-only: NOT available (fails closed with SandboxUnavailableError)')
@@ -130,8 +179,9 @@ describe('dsh-remote-worlds doctor --devcontainer FOLDER', () => {
       workspaceFolder: `/workspaces/${project.basename}`,
       workspaceFolderSource: 'workspaceFolder',
       remoteEnv: ['FOO'],
+      forwardPorts: [{ port: 3000, label: 'App' }],
       atCreation: ['image'],
-      notApplied: ['forwardPorts', 'postStartCommand'],
+      notApplied: ['postStartCommand'],
       enforces: [],
       refuses: ['read-only', 'workspace-write'],
     })
@@ -153,7 +203,7 @@ describe('dsh-remote-worlds --devcontainer: which container', () => {
 
     const started = await cli(['run', '--devcontainer', stopped.folder, '--start', '--script', script, '--json'])
     expect(records(started.stdout)).toEqual([expectedRecord(stopped)])
-    expect(started.stderr).toMatch(new RegExp(`^dsh-remote-worlds: --start started the dev container ${made.id.slice(0, 12)} \\(${await nameOf(made)}\\)\\n# dev container of ${stopped.folder}, shell pid \\d+\\n# closed: nothing of the session is left running\\n$`))
+    expect(started.stderr).toMatch(new RegExp(`^dsh-remote-worlds: --start started the dev container ${made.id.slice(0, 12)} \\(${await nameOf(made)}\\)\\n${FORWARDING}# dev container of ${stopped.folder}, shell pid \\d+\\n# closed: nothing of the session is left running\\n$`))
     expect(started.code).toBe(0)
     expect((await made.inspect()).State.Running).toBe(true)
   }, 60_000)
@@ -225,6 +275,7 @@ describe('the library: resolveDevcontainer and the runtime\'s devcontainer confi
       workspaceFolderSource: 'default',
       remoteEnv: { FOO: 'bar', WHERE: `yes:${library.basename}`, PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/extra' },
       unset: [],
+      forwardPorts: [],
       atCreation: [],
       unsupported: [],
       withheld: [],
@@ -479,6 +530,7 @@ describe('--devcontainer: a remoteUser the container lacks', () => {
       '    user: nosuchuser (remoteUser of devcontainer.json)',
       `    workspace: /workspaces/${missing.basename} (workspaceFolder not set: the specification's default), the shell's cwd and the sandbox's workspace root`,
       '    remoteEnv for terminals and spawned processes: none',
+      '    forwarded ports: none',
       '    as the container was created: image',
       '    not applied: none',
       '    sandbox: not judged (no process can start as nosuchuser)',
@@ -504,6 +556,14 @@ describe('resolveTarget --devcontainer', () => {
     expect([workspace.world.workspaceRoot, workspace.cwd]).toEqual(['/srv', '/srv'])
     const explicit = await resolveTarget({ devcontainer: project.folder, user: 'root', cwd: '/tmp', workspace: '/srv', mode: 'read-only' })
     expect([explicit.world.runtimeConfig, explicit.world.workspaceRoot, explicit.world.mode, explicit.cwd]).toEqual([{ devcontainer: { folder: project.folder, config: project.configFile }, user: 'root' }, '/srv', 'read-only', '/tmp'])
+  })
+
+  it('forwardPorts (the file\'s and the metadata label\'s) are forwards of the world\'s network, the same port on 127.0.0.1 or any free one, after the user\'s --forward', async () => {
+    const own = { hostAddress: '127.0.0.1', hostPort: 3000, worldPort: 3000, anyPortIfTaken: true, label: 'App' }
+    expect((await resolveTarget({ devcontainer: project.folder })).world.network).toEqual({ forward: [own] })
+    expect((await resolveTarget({ devcontainer: project.folder, forward: ['8000:9000'], network: 'full' })).world.network).toEqual({ network: 'full', forward: ['8000:9000', own] })
+    // A world port the user forwards already is not forwarded twice.
+    expect((await resolveTarget({ devcontainer: project.folder, forward: ['3001:3000'] })).world.network).toEqual({ forward: ['3001:3000'] })
   })
 })
 

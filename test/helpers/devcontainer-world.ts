@@ -20,7 +20,7 @@ export const FIXTURE_LABEL = 'dsh-remote-worlds.test'
 /** Label naming the pid of the process that created the fixture container. */
 export const FIXTURE_PID_LABEL = 'dsh-remote-worlds.test.pid'
 
-/** The fixture's devcontainer.json: comments, a trailing comma, and what is not applied (forwardPorts, postStartCommand). */
+/** The fixture's devcontainer.json: comments, a trailing comma, a forwarded port with its label, and what is not applied (postStartCommand). */
 export const FIXTURE_JSON = `// A project's dev container, as a user writes it.
 {
   /* the image the container was created from */
@@ -29,12 +29,13 @@ export const FIXTURE_JSON = `// A project's dev container, as a user writes it.
   "workspaceFolder": "/workspaces/\${localWorkspaceFolderBasename}",
   "remoteEnv": { "FOO": "bar" },
   "forwardPorts": [3000],
+  "portsAttributes": { "3000": { "label": "App" } },
   "postStartCommand": "echo started", // not run by dsh-remote-worlds
 }
 `
 
 /** The `devcontainer.metadata` label the Dev Containers CLI writes for {@link FIXTURE_JSON} (its label-able properties). */
-export const FIXTURE_METADATA = JSON.stringify([{ remoteUser: 'agent', remoteEnv: { FOO: 'bar' }, forwardPorts: [3000], postStartCommand: 'echo started' }])
+export const FIXTURE_METADATA = JSON.stringify([{ remoteUser: 'agent', remoteEnv: { FOO: 'bar' }, forwardPorts: [3000], portsAttributes: { 3000: { label: 'App' } }, postStartCommand: 'echo started' }])
 
 /** A project folder on this machine. */
 export interface ProjectFolder {

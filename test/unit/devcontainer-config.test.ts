@@ -17,7 +17,9 @@ import {
   type ResolvedDevcontainer,
   chooseDevcontainer,
   devcontainerEffect,
+  devcontainerForwardPorts,
   devcontainerId,
+  forwardPortEntry,
   devcontainerSettings,
   metadataEntries,
   parseDevcontainerJson,
@@ -26,7 +28,10 @@ import {
   substituteContainerEnv,
   substituteLocal,
 } from '../../src/devcontainer/index.ts'
-import { resolveTarget } from '../../src/cli/target.ts'
+import { createServer } from 'node:net'
+import { once } from 'node:events'
+import { devcontainerForwards, resolveTarget } from '../../src/cli/target.ts'
+import { parseForwardSpec, startPortForward } from '../../src/network/port-forward.ts'
 import { scrubKind } from '../../src/providers/remote/environment.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 
@@ -81,8 +86,10 @@ describe('devcontainerSettings', () => {
       workspaceFolder: '/workspaces/my-app',
       workspaceFolderSource: 'workspaceFolder',
       remoteEnv: { FOO: 'bar' },
+      forwardPorts: [{ port: 3000 }],
+      portLabels: {},
       atCreation: ['image', 'containerEnv'],
-      unsupported: ['forwardPorts', 'postStartCommand'],
+      unsupported: ['postStartCommand'],
       withheld: [],
     })
   })
@@ -144,6 +151,65 @@ describe('devcontainerSettings', () => {
       'workspaceFolder: "relative/${containerEnv:HOME}" resolves to "relative/${containerEnv:HOME}", not an absolute path in the container',
       'remoteEnv.A: must be a string (or null to unset it)',
     ])
+  })
+})
+
+describe('devcontainerSettings: forwardPorts and portsAttributes', () => {
+  const not = (entry: string): string => `forwardPorts entry ${entry}: only a port of the container's own loopback is forwarded (N, "localhost:N" or "127.0.0.1:N", N 1..65535)`
+
+  it('a port number 1..65535, or "N", "localhost:N", "127.0.0.1:N"; anything else is named as not applied', () => {
+    expect([3000, '8080', 'localhost:9229', '127.0.0.1:5000', 1, 65_535].map(forwardPortEntry)).toEqual([3000, 8080, 9229, 5000, 1, 65_535])
+    expect([0, 65_536, 3000.5, -1, 'db:5432', '0.0.0.0:3000', 'localhost:', '03000', ' 3000', null, { port: 3000 }].map(forwardPortEntry)).toEqual(Array(11).fill(undefined))
+    const settings = devcontainerSettings({ forwardPorts: [3000, 'localhost:3000', '8080', 'db:5432', 70_000, '127.0.0.1:9229'] }, context)
+    expect([settings.forwardPorts, settings.unsupported]).toEqual([
+      [{ port: 3000 }, { port: 8080 }, { port: 9229 }],
+      [not('"db:5432"'), not('70000')],
+    ])
+  })
+
+  it('portsAttributes gives labels by port; its other fields, and keys that are not one port, are named as not applied', () => {
+    const settings = devcontainerSettings({
+      forwardPorts: [3000, 5432],
+      portsAttributes: { 3000: { label: 'App', onAutoForward: 'notify' }, '5432': { protocol: 'tcp' }, '4000-4010': { label: 'Range' }, 9229: { label: 'Debugger' } },
+    }, context)
+    expect([settings.forwardPorts, settings.portLabels, settings.unsupported]).toEqual([
+      [{ port: 3000, label: 'App' }, { port: 5432 }],
+      { 3000: 'App', 9229: 'Debugger' },
+      ['portsAttributes.3000.onAutoForward', 'portsAttributes.5432.protocol', 'portsAttributes "4000-4010": only a single port\'s attributes object is applied'],
+    ])
+    expect(settings.unsupported).not.toContain('forwardPorts')
+  })
+
+  it('forwardPorts that is not an array, or portsAttributes that is not an object, is refused naming the file', () => {
+    expect(() => devcontainerSettings({ forwardPorts: 3000, portsAttributes: [] }, context)).toThrow(new DevcontainerConfigInvalidError(context.configFile, [
+      'forwardPorts: must be an array of ports or "host:port" strings',
+      'portsAttributes: must be an object keyed by port',
+    ]))
+  })
+})
+
+describe('devcontainerForwards: a dev container\'s ports as forwards into the world', () => {
+  it('forwards 127.0.0.1 on the same port, with the label; the spec passes parseForwardSpec as it is', () => {
+    const [spec] = devcontainerForwards([{ port: 3000, label: 'App' }])! as unknown as [object]
+    expect(spec).toEqual({ hostAddress: '127.0.0.1', hostPort: 3000, worldPort: 3000, anyPortIfTaken: true, label: 'App' })
+    expect(parseForwardSpec(spec as never)).toEqual(spec)
+    expect(() => parseForwardSpec({ hostAddress: 'localhost', hostPort: 1, worldPort: 1 })).toThrow('"localhost" is not an IP address')
+  })
+
+  it('when the host port is taken, any free port is taken instead and the forward says which was taken; without anyPortIfTaken it is EADDRINUSE', async () => {
+    const holder = createServer()
+    holder.listen(0, '127.0.0.1')
+    await once(holder, 'listening')
+    const taken = (holder.address() as { port: number }).port
+    const noWorld = async (): Promise<never> => { throw new Error('no world here') }
+    try {
+      const forward = await startPortForward({ hostAddress: '127.0.0.1', hostPort: taken, worldPort: taken, anyPortIfTaken: true, label: 'App' }, noWorld)
+      expect([forward.host.address, forward.host.port === taken, forward.host.port > 0, forward.takenPort, forward.spec.label]).toEqual(['127.0.0.1', false, true, taken, 'App'])
+      await forward.close()
+      await expect(startPortForward({ hostAddress: '127.0.0.1', hostPort: taken, worldPort: taken }, noWorld)).rejects.toMatchObject({ code: 'EADDRINUSE' })
+    } finally {
+      holder.close()
+    }
   })
 })
 
@@ -245,8 +311,32 @@ describe('devcontainerEffect: the file over the container\'s devcontainer.metada
       userOrigin: { property: 'remoteUser', from: 'label' },
       remoteEnv: { A: 'file', B: 'image', P: '/usr/bin:/x' },
       unset: ['C'],
-      unsupported: ['forwardPorts', 'postAttachCommand (the container\'s devcontainer.metadata label)'],
+      forwardPorts: [{ port: 2 }, { port: 1 }],
+      unsupported: ['postAttachCommand (the container\'s devcontainer.metadata label)'],
       withheld: [],
+    })
+  })
+
+  it('forwardPorts: the label\'s entries then the file\'s, their union in order without repeats; portsAttributes labels merged, the file\'s last', () => {
+    const file = devcontainerSettings({ forwardPorts: [8080, 3000], portsAttributes: { 3000: { label: 'App' }, 9229: { label: 'Debugger' } } }, context)
+    const { entries } = metadataEntries(JSON.stringify([
+      { forwardPorts: [3000, 9229], portsAttributes: { 3000: { label: 'Image app' }, 8080: { label: 'Web' } } },
+      { forwardPorts: ['localhost:9229', 'db:5432'], portsAttributes: { 9229: { onAutoForward: 'silent' } } },
+    ]))
+    const effect = devcontainerEffect(file, entries, {}, {})
+    expect(effect.forwardPorts).toEqual([{ port: 3000, label: 'App' }, { port: 9229, label: 'Debugger' }, { port: 8080, label: 'Web' }])
+    expect(effect.unsupported).toEqual([
+      'forwardPorts entry "db:5432" (the container\'s devcontainer.metadata label): only a port of the container\'s own loopback is forwarded (N, "localhost:N" or "127.0.0.1:N", N 1..65535)',
+      'portsAttributes.9229.onAutoForward (the container\'s devcontainer.metadata label)',
+    ])
+    expect(devcontainerForwardPorts(file, entries)).toEqual({ forwardPorts: effect.forwardPorts, unsupported: effect.unsupported })
+  })
+
+  it('forwardPorts of a label that is not an array is named, not applied, and the file\'s still are', () => {
+    const { entries } = metadataEntries('{"forwardPorts":"3000"}')
+    expect(devcontainerForwardPorts(devcontainerSettings({ forwardPorts: [4000] }, context), entries)).toEqual({
+      forwardPorts: [{ port: 4000 }],
+      unsupported: ['forwardPorts (the container\'s devcontainer.metadata label): must be an array of ports or "host:port" strings'],
     })
   })
 
@@ -276,6 +366,7 @@ describe('devcontainerEffect: the file over the container\'s devcontainer.metada
       userOrigin: undefined,
       remoteEnv: { OK: 'yes' },
       unset: [],
+      forwardPorts: [],
       unsupported: ['remoteEnv key "X=Y" (the container\'s devcontainer.metadata label): a name holding "=" cannot name an environment variable'],
       withheld: [
         'remoteUser of the container\'s devcontainer.metadata label uses ${localEnv:DSH_USER}, a DSH_* variable of this client',
@@ -402,7 +493,7 @@ describe('DevcontainerUserNotFoundError', () => {
   const resolved: ResolvedDevcontainer = {
     folder: '/home/me/app', configFile: '/home/me/app/.devcontainer/devcontainer.json', container: '0123456789abcdef', name: 'app-dev', started: false,
     user: 'vscode', userSource: 'remoteUser of the container\'s devcontainer.metadata label', userOrigin: { property: 'remoteUser', from: 'label' },
-    workspaceFolder: '/workspaces/app', workspaceFolderSource: 'default', remoteEnv: {}, unset: [], atCreation: [], unsupported: [], withheld: [],
+    workspaceFolder: '/workspaces/app', workspaceFolderSource: 'default', remoteEnv: {}, unset: [], forwardPorts: [], atCreation: [], unsupported: [], withheld: [],
   }
 
   it('names the metadata label when the user comes from it, and where to set another', () => {
