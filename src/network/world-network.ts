@@ -125,6 +125,7 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   const forwardSpecs = (options.forward ?? []).map(parseForwardSpec)
   if (policy.network !== 'allow') return withForwards(networkOf(live, log, undefined, [], relay), forwardSpecs)
   if (owner === undefined || relay === undefined) throw new InvalidArgumentError('network \'allow\' needs one of this package\'s runtimes (Docker, swarm, SSH)')
+  if (unforwardable !== undefined) throw new InvalidArgumentError(`network 'allow' is not carried into this world yet: ${unforwardable.replace(/; use danger-full-access.*$/, '')}; its confined programs keep lo only (network 'none')`)
   const networkMode = report?.limits?.networkMode
   if (networkMode !== 'none') throw new InvalidArgumentError(`network 'allow' needs a world with lo only; ${owner.describe()} has ${networkMode === undefined || networkMode === null ? 'a network this package cannot see the fence of' : `NetworkMode ${networkMode}`} (let this package create the container, or attach to one with NetworkMode none)`)
   await relay.channel()

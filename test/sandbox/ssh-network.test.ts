@@ -15,6 +15,7 @@ import { SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
+import type { WorldNetworkOptions } from '../../src/network/world-network.ts'
 import { RemoteSubprocessRuntime } from '../../src/providers/remote/runtime.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { parseBwrapProbe } from '../../src/sandbox/bwrap.ts'
@@ -62,8 +63,9 @@ let noNetns: SshdWorld
 let server: Server
 let port: number
 
-function sshWorld(host: SshdWorld, mode: Mode): Promise<RemoteWorld> {
+function sshWorld(host: SshdWorld, mode: Mode, network?: WorldNetworkOptions): Promise<RemoteWorld> {
   return openWorld({
+    ...(network !== undefined ? { network } : {}),
     runtime: SshSubprocessRuntime,
     runtimeConfig: { target: `agent@127.0.0.1:${host.ports[0]}`, identity: host.clientKeyFile, knownHosts: host.knownHostsFile, sshConfig: false, agent: false },
     workspaceRoot: WORKSPACE,
@@ -131,6 +133,7 @@ describe.each(['read-only', 'workspace-write'] as const)('%s over SSH: the confi
   })
 
   it('refuses network allow and ports into the world, saying why (the relay would sit outside the namespace)', async () => {
+    await expect(sshWorld(capable, mode, { allow: ['example.test:443'] })).rejects.toThrow(`network 'allow' is not carried into this world yet: ${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; its confined programs keep lo only (network 'none')`)
     await expect(world.network.forward('0:8765')).rejects.toThrow(`${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; use danger-full-access for ports into an SSH world`)
   })
 
