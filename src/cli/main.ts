@@ -131,7 +131,11 @@ async function noteDevcontainer(world: RemoteWorld): Promise<void> {
 
 /** Say on stderr where the world's forwarded ports listen and where its proxy is (network/world-network.ts). */
 function noteNetwork(world: RemoteWorld): void {
-  for (const forward of world.network.forwards()) process.stderr.write(`# forwarding ${forward.host.address}:${forward.host.port} to the world's 127.0.0.1:${forward.spec.worldPort}\n`)
+  for (const forward of world.network.forwards()) {
+    const label = forward.spec.label !== undefined ? ` (${forward.spec.label})` : ''
+    const taken = forward.takenPort !== undefined ? ` (port ${forward.takenPort} was taken)` : ''
+    process.stderr.write(`# forwarding ${forward.host.address}:${forward.host.port} to the world's 127.0.0.1:${forward.spec.worldPort}${label}${taken}\n`)
+  }
   for (const egress of world.network.egress) process.stderr.write(`# the world's 127.0.0.1:${egress.worldPort} reaches ${egress.host}:${egress.port} (--egress)\n`)
   if (world.network.proxyPort !== undefined) process.stderr.write(`# network allow: the world's HTTP(S) proxy is 127.0.0.1:${world.network.proxyPort} (HTTP_PROXY, HTTPS_PROXY)\n`)
 }

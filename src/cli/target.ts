@@ -238,14 +238,9 @@ function mergeNetwork(flags: WorldNetworkOptions | undefined, own: WorldNetworkO
 /**
  * A dev container's forwarded ports as forwards: this machine's 127.0.0.1 on the same port to
  * the world's 127.0.0.1 (any free port when it is taken, as VS Code does), the label carried.
- *
- * `WorldNetworkOptions.forward` is typed as strings (`--forward` texts); its mount parses each
- * with `parseForwardSpec`, which takes a parsed spec as well, so these carry their label and
- * `anyPortIfTaken` through it.
  */
 export function devcontainerForwards(ports: readonly { port: number; label?: string }[]): WorldNetworkOptions['forward'] {
-  const specs: ForwardSpec[] = ports.map(({ port, label }) => ({ hostAddress: '127.0.0.1', hostPort: port, worldPort: port, anyPortIfTaken: true, ...(label !== undefined ? { label } : {}) }))
-  return specs as unknown as readonly string[]
+  return ports.map(({ port, label }): ForwardSpec => ({ hostAddress: '127.0.0.1', hostPort: port, worldPort: port, anyPortIfTaken: true, ...(label !== undefined ? { label } : {}) }))
 }
 
 /** The world's network setting of `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log`, `--egress` and `--forward`; undefined without them. */

@@ -53,8 +53,8 @@ export interface WorldNetworkOptions {
    * connections reach HOST:PORT. Each allows its HOST:PORT, and implies `'allow'`.
    */
   egress?: readonly string[] | undefined
-  /** Ports into the world, `[HOST_ADDR:]HOST_PORT:WORLD_PORT` each (port-forward.ts), opened at the mount. */
-  forward?: readonly string[] | undefined
+  /** Ports into the world, `[HOST_ADDR:]HOST_PORT:WORLD_PORT` each or its parsed form (port-forward.ts), opened at the mount. */
+  forward?: readonly (string | ForwardSpec)[] | undefined
 }
 
 /** A mounted network setting. */

@@ -52,7 +52,7 @@ function expectedRecord(project: ProjectFolder, foo = 'bar', workspace = project
 const configWithFoo = (foo: string): string => JSON.stringify({ image: IMAGE, remoteUser: 'agent', remoteEnv: { FOO: foo } })
 
 /** The line `run` and `shell` print for the fixture's forwarded port 3000 (this machine's port: 3000, or any free one when 3000 is taken), as a regular expression's part. */
-const FORWARDING = '# forwarding 127\\.0\\.0\\.1:\\d+ to the world\'s 127\\.0\\.0\\.1:3000\\n'
+const FORWARDING = '# forwarding 127\\.0\\.0\\.1:\\d+ to the world\'s 127\\.0\\.0\\.1:3000 \\(App\\)( \\(port 3000 was taken\\))?\\n'
 
 /** GET http://127.0.0.1:PORT/ from this machine: the status, or the error's code (e.g. ECONNRESET while nothing listens in the world). */
 async function get(port: number): Promise<number | string> {
@@ -113,7 +113,7 @@ describe('dsh-remote-worlds run --devcontainer FOLDER', () => {
     const forwarded = new Promise<number>((resolve, reject) => {
       child.stderr.on('data', (chunk: Buffer) => {
         stderr += chunk.toString()
-        const port = /^# forwarding 127\.0\.0\.1:(\d+) to the world's 127\.0\.0\.1:3000$/m.exec(stderr)?.[1]
+        const port = /^# forwarding 127\.0\.0\.1:(\d+) to the world's 127\.0\.0\.1:3000 \(App\)( \(port 3000 was taken\))?$/m.exec(stderr)?.[1]
         if (port !== undefined) resolve(Number(port))
       })
       child.on('exit', () => reject(new Error(`the shell exited before forwarding: ${stderr}`)))
