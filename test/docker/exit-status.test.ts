@@ -1,6 +1,7 @@
 /**
  * No exit status is lost in the Docker world (the shared suite, test/helpers/exit-status-cases.ts):
- * a container of the project image, the runtime attached as `agent`.
+ * a container of the project image, the runtime attached as `agent`. 200 spawns per stdio mode
+ * here; the soak's 1000 are test/long/exit-status-soak.test.ts.
  */
 import type Docker from 'dockerode'
 import { afterAll, beforeAll } from 'vitest'
@@ -21,4 +22,4 @@ afterAll(async () => {
 exitStatusCases({
   name: 'docker',
   plugin: async ctx => { await ctx.plugin(DockerSubprocessRuntime, { container: container.id, user: 'agent' }) },
-}, { spawns: 1000, parallel: 8 })
+}, { spawns: 200, parallel: 8 })

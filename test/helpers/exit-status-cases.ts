@@ -55,8 +55,12 @@ function tally(outcomes: readonly (SubprocessOutcome | string)[]): Record<string
   return counts
 }
 
-/** The suite; call at the top level of a test file. */
-export function exitStatusCases(world: ExitStatusWorld, options: { spawns: number; parallel: number }): void {
+/**
+ * The suite; call at the top level of a test file.
+ * @param options.spawns - spawns per stdio mode (npm test: 200; the soak, test/long: 1000).
+ * @param options.spawnsOnly - only the spawn-count cases (the soak's: the rest run in npm test).
+ */
+export function exitStatusCases(world: ExitStatusWorld, options: { spawns: number; parallel: number; spawnsOnly?: boolean }): void {
   describe(`no exit status is lost in the ${world.name} world (as agent, ${options.parallel} in flight)`, () => {
     let ctx: Context
     let runtime: SubprocessRuntime
@@ -77,6 +81,8 @@ export function exitStatusCases(world: ExitStatusWorld, options: { spawns: numbe
         expect(tally(outcomes)).toEqual({ [JSON.stringify({ exitCode: 7, signal: null })]: options.spawns })
       }, 600_000)
     }
+    // The soak (test/long) repeats only the counts above; the rest is npm test's.
+    if (options.spawnsOnly === true) return
 
     it('200 spawns of `kill -TERM $$`: every one { exitCode: null, signal: SIGTERM }', async () => {
       const outcomes = await spawnMany(runtime, () => ({ argv: ['sh', '-c', 'kill -TERM $$'], cwd: '/tmp', stdio: STDIO_MODES['pipe (stdin ignored)']!, graceMs: 1_000 }), 200, options.parallel)
