@@ -8,9 +8,11 @@
  * One connection, in order:
  * 1. the proxy request head (http-proxy-request.ts), within {@link HEAD_TIMEOUT_MS}: `CONNECT
  *    host:port` (HTTPS, and any TCP a client tunnels) or an absolute-form request (plain HTTP);
- * 2. the verdict: a name denied by a rule is refused before it is resolved (no lookup leaks a
- *    denied name); otherwise it is resolved and each address judged with the name, the first
- *    allowed one dialed; an IP literal is judged by the address rules alone;
+ * 2. the verdict: a name is resolved only when a rule allows it (or `--resolve` answers it for an
+ *    address rule to judge), so
+ *    no lookup carries what a world chose to ask; its addresses are then judged with the name
+ *    (a deny CIDR wins) and the first allowed one dialed; an IP literal is judged by the
+ *    address rules alone;
  * 3. a refusal is an HTTP error whose body names the rule or says that none allowed it (the
  *    agent reads it: curl, pip and git print it), a failed dial a 502 naming why;
  * 4. for a CONNECT, the 200, then the first bytes the world sends: a TLS ClientHello whose
@@ -26,7 +28,7 @@ import type { EgressLog, EgressRecord } from './egress-log.ts'
 import { formatAuthority } from './names.ts'
 import { parseProxyRequestHead, proxyConnected, proxyResponse } from './http-proxy-request.ts'
 import type { EgressResolver } from './resolve.ts'
-import { type EgressPolicy, type EgressVerdict, type LivePolicy, decide } from './rules.ts'
+import { type EgressVerdict, type LivePolicy, decide } from './rules.ts'
 import { readServerName } from './tls-client-hello.ts'
 
 /** How long a world's connection may take to send its request head, and a tunnel its first TLS bytes (ms). */
@@ -145,8 +147,12 @@ export class EgressGateway {
     }
     const name = host.toLowerCase().replace(/\.$/, '')
     const byName = decide(policy, { host: name, port })
-    // Denied whatever the address: not resolved.
-    if (byName.verdict === 'deny' && (byName.rule !== undefined || !judgesAddresses(policy))) return { host: name, port, address: undefined, verdict: byName }
+    // Resolved only when a rule allows the name (or --resolve answers it and an address rule
+    // could allow that answer, or the network is 'full'): a name no rule names is refused unresolved, so the names a world asks for never
+    // reach a resolver as a way out (DNS exfiltration). Address rules judge IP literals, and the
+    // addresses an allowed name resolves to (a deny CIDR still refuses them).
+    const mayAllowByAddress = policy.network === 'full' || (this.options.resolver.overrides(name, port) && policy.allow.some(rule => rule.kind === 'cidr'))
+    if (byName.verdict === 'deny' && (byName.rule !== undefined || !mayAllowByAddress)) return { host: name, port, address: undefined, verdict: byName }
     const addresses = await this.options.resolver.resolve(name, port)
     let first: EgressVerdict | undefined
     for (const address of addresses) {
@@ -196,8 +202,8 @@ export class EgressGateway {
       }
       world.write(proxyConnected())
       this.checkServerName(world, first, decision.host).then(outcome => {
-        if (outcome.kind === 'fronting') {
-          refused = { verdict: 'deny', reason: `refused: the TLS server name ${JSON.stringify(outcome.serverName)} is not the CONNECT host (domain fronting)` }
+        if (outcome.kind !== 'ok') {
+          refused = { verdict: 'deny', reason: outcome.kind === 'fronting' ? `refused: the TLS server name ${JSON.stringify(outcome.serverName)} is not the CONNECT host (domain fronting)` : 'refused: a TLS handshake whose ClientHello cannot be read whole (over 64 KiB, or malformed) could name any server' }
           upstream.destroy()
           world.destroy()
           return
@@ -217,7 +223,7 @@ export class EgressGateway {
    * @returns the bytes read (to forward), or the server name a fronting hello named.
    * @throws when the world ends or stays silent first (the tunnel then closes).
    */
-  private checkServerName(world: Duplex, first: Buffer, host: string): Promise<{ kind: 'ok'; bytes: Buffer } | { kind: 'fronting'; serverName: string }> {
+  private checkServerName(world: Duplex, first: Buffer, host: string): Promise<{ kind: 'ok'; bytes: Buffer } | { kind: 'fronting'; serverName: string } | { kind: 'unreadable' }> {
     return new Promise((resolve, reject) => {
       let bytes: Buffer = first
       const timeoutMs = this.options.headTimeoutMs ?? HEAD_TIMEOUT_MS
@@ -231,7 +237,10 @@ export class EgressGateway {
         const hello = readServerName(bytes)
         if (hello.kind === 'incomplete') return false
         done()
-        if (hello.kind === 'hello' && hello.serverName !== undefined && hello.serverName.toLowerCase().replace(/\.$/, '') !== unbracket(host).toLowerCase()) resolve({ kind: 'fronting', serverName: hello.serverName })
+        // A TLS handshake record (content type 22) that cannot be read as a hello (past 64 KiB,
+        // malformed) is refused as well: it could name any server.
+        if (hello.kind === 'not-tls' && bytes[0] === 0x16) resolve({ kind: 'unreadable' })
+        else if (hello.kind === 'hello' && hello.serverName !== undefined && hello.serverName.toLowerCase().replace(/\.$/, '') !== unbracket(host).toLowerCase()) resolve({ kind: 'fronting', serverName: hello.serverName })
         else resolve({ kind: 'ok', bytes })
         return true
       }
@@ -284,11 +293,6 @@ export class EgressGateway {
       ...(error !== undefined ? { error } : {}),
     })
   }
-}
-
-/** Whether some allow rule of `policy` judges addresses (a CIDR), so a name may be allowed by what it resolves to. */
-function judgesAddresses(policy: EgressPolicy): boolean {
-  return policy.network === 'full' || policy.allow.some(rule => rule.kind === 'cidr')
 }
 
 function unbracket(host: string): string {

@@ -98,7 +98,7 @@ export function parseResolveOverride(text: string): ResolveOverride {
  * IPv4-mapped answer as its IPv4 address): the caller judges each and dials in order.
  */
 export class EgressResolver {
-  private readonly overrides = new Map<string, readonly string[]>()
+  private readonly answers = new Map<string, readonly string[]>()
 
   /**
    * @param overrides - parsed `--resolve` overrides; for the same name and port the first wins.
@@ -107,7 +107,7 @@ export class EgressResolver {
   constructor(overrides: readonly ResolveOverride[] = [], private readonly lookup: LookupAll = systemLookup) {
     for (const override of overrides) {
       const key = `${override.name}:${override.port}`
-      if (!this.overrides.has(key)) this.overrides.set(key, override.addresses)
+      if (!this.answers.has(key)) this.answers.set(key, override.addresses)
     }
   }
 
@@ -119,12 +119,18 @@ export class EgressResolver {
    * @throws NameNotResolvedError when `name` is neither a host name nor an IP literal, the
    *   lookup rejects, or it answers no address.
    */
+  /** Whether `--resolve` answers `name`:`port` (no lookup is then made). */
+  overrides(name: string, port: number): boolean {
+    const canonical = normalizeHostName(name)
+    return canonical !== undefined && this.answers.has(`${canonical}:${port}`)
+  }
+
   async resolve(name: string, port: number): Promise<string[]> {
     const literal = parseIpAddress(name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name)
     if (literal !== undefined) return [literal.address]
     const canonical = normalizeHostName(name)
     if (canonical === undefined) throw new NameNotResolvedError(name, port, new Error('not a host name'))
-    const override = this.overrides.get(`${canonical}:${port}`)
+    const override = this.answers.get(`${canonical}:${port}`)
     if (override !== undefined) return [...override]
     let answered: string[]
     try {

@@ -20,6 +20,7 @@
  * @module dsh-remote-worlds/network/world-network
  */
 import type { Context } from '@deepseek-ai/cordis'
+import { open } from 'node:fs/promises'
 import { setTimeout as delay } from 'node:timers/promises'
 import { InvalidArgumentError, WorldClosedError } from '../providers/remote/errors.ts'
 import { SESSION_TAG_VARIABLE } from '../providers/remote/ownership.ts'
@@ -112,6 +113,7 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   if (confined && policy.network === 'full') throw new InvalidArgumentError(`network 'full' is danger-full-access only: a ${mode} world keeps lo only (use --network allow with --allow rules)`)
   const overrides = (options.resolve ?? []).map(parseResolveOverride)
   const live = new LivePolicy(policy)
+  if (options.egressLog !== undefined) await provenWritable(options.egressLog)
   const log = new EgressLog(options.egressLog)
 
   const owner = worldOwnerOf(ctx.get('subprocess'))
@@ -135,6 +137,19 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, stream => gateway.serveForward(stream, spec.host, spec.port))
   owner.setWorldVariables(proxyVariables(port))
   return withForwards(networkOf(live, log, port, egress, relay), forwardSpecs)
+}
+
+/**
+ * Open (create 0600, or append to) the egress log once before the world starts, so a path it
+ * cannot write fails the mount instead of dropping every record in silence.
+ * @throws InvalidArgumentError naming the file and why.
+ */
+async function provenWritable(file: string): Promise<void> {
+  try {
+    await (await open(file, 'a', 0o600)).close()
+  } catch (error) {
+    throw new InvalidArgumentError(`cannot write the egress log ${file}: ${(error as Error).message}`)
+  }
 }
 
 /** `network` with `specs` forwarded; closed again when one cannot be. */

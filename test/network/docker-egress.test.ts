@@ -47,6 +47,16 @@ while b'\\r\\n\\r\\n' not in head:
     head += part
 print(head.split(b'\\r\\n')[0].decode())
 if b' 200 ' not in head.split(b'\\r\\n')[0]: sys.exit(0)
+if len(sys.argv) > 3:
+    # A TLS handshake record, then 70 000 bytes of ClientHello (past the reader's 64 KiB).
+    body = b'\\x01' + (69996).to_bytes(3, 'big') + b'\\x03\\x03' + bytes(69994)
+    records = b''.join(b'\\x16\\x03\\x01' + len(part).to_bytes(2, 'big') + part for part in (body[i:i + 16000] for i in range(0, len(body), 16000)))
+    try:
+        s.sendall(records)
+        print('refused at once' if s.recv(100) == b'' else 'answered')
+    except OSError:
+        print('refused at once')
+    sys.exit(0)
 if len(sys.argv) > 2:
     try:
         ssl.create_default_context().wrap_socket(s, server_hostname=sys.argv[2])
@@ -157,6 +167,14 @@ describe('a read-only Docker world with network allow', () => {
     await terminal.close()
   })
 
+  it('refuses a TLS hello that cannot be read whole (over 64 KiB), which could name any server', async () => {
+    const terminal = await world.open()
+    const before = echoed
+    expect(await run(terminal, `python3 /workspace/tunnel.py allowed.test:${echoPort} - big`)).toBe('HTTP/1.1 200 Connection established\nrefused at once')
+    expect(echoed).toBe(before)
+    await terminal.close()
+  })
+
   it('is proven by doctor\'s network check: lo only, no name lookup, a name no rule allows refused, the allowed one through', async () => {
     const check = await networkCheck(world, '/workspace')
     expect(check).toEqual({
@@ -183,7 +201,7 @@ describe('a read-only Docker world with network allow', () => {
 
   it('logs every decision as one JSON line, with the bytes each way', async () => {
     // A connection's line is written once both its ends closed, after the command that made it returned.
-    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 10) && waited < 20_000; waited += 50) await delay(50)
+    for (let waited = 0; !(existsSync(logFile()) && logged().length >= 11) && waited < 20_000; waited += 50) await delay(50)
     const records = logged()
     // One line per connection, written when it is over: connections one after another may end in either order.
     const byKey = (list: object[]): string[] => list.map(record => JSON.stringify(record)).sort()
@@ -196,6 +214,7 @@ describe('a read-only Docker world with network allow', () => {
       { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'other.test', port: httpPort, via: 'http', verdict: 'allow', rule: `other.test:${httpPort}` },
       { host: 'raw.test', port: echoPort, via: 'forward', verdict: 'allow', rule: `raw.test:${echoPort}` },
+      { host: 'allowed.test', port: echoPort, via: 'connect', verdict: 'deny', rule: undefined },
       // doctor's proof: a name no rule allows, then the allowed one.
       { host: 'dsh-remote-worlds-doctor.invalid', port: 443, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'allowed.test', port: httpPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${httpPort}` },
@@ -203,9 +222,9 @@ describe('a read-only Docker world with network allow', () => {
     // The tunnel's bytes: `ping` up and back.
     const tunnel = records.find(record => record.via === 'connect' && record.verdict === 'allow' && record.port === echoPort)!
     expect([tunnel.bytesUp, tunnel.bytesDown]).toEqual([4, 4])
-    const fronting = records.find(record => record.via === 'connect' && record.verdict === 'deny' && record.host === 'allowed.test')!
-    expect(fronting.reason).toBe('refused: the TLS server name "elsewhere.test" is not the CONNECT host (domain fronting)')
-    expect(world.network.counts()).toEqual({ allowed: 5, denied: 5, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
+    const frontings = records.filter(record => record.via === 'connect' && record.verdict === 'deny' && record.host === 'allowed.test').map(record => record.reason).sort()
+    expect(frontings).toEqual(['refused: a TLS handshake whose ClientHello cannot be read whole (over 64 KiB, or malformed) could name any server', 'refused: the TLS server name "elsewhere.test" is not the CONNECT host (domain fronting)'])
+    expect(world.network.counts()).toEqual({ allowed: 5, denied: 6, bytesUp: records.reduce((sum, r) => sum + Number(r.bytesUp), 0), bytesDown: records.reduce((sum, r) => sum + Number(r.bytesDown), 0) })
   })
 })
 
@@ -262,6 +281,11 @@ describe('a port forwarded into the same world', () => {
 })
 
 describe('a network setting the world cannot enforce', () => {
+  it('an egress log this client cannot write is refused before anything starts, naming the file', async () => {
+    await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'read-only', workspaceRoot: '/tmp', network: { allow: ['example.test'], egressLog: join(logDir, 'missing', 'egress.jsonl') } }))
+      .rejects.toThrow(`cannot write the egress log ${join(logDir, 'missing', 'egress.jsonl')}: ENOENT: no such file or directory, open '${join(logDir, 'missing', 'egress.jsonl')}'`)
+  })
+
   it('is refused before anything starts: allow in danger-full-access, full in a confined mode', async () => {
     await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'danger-full-access', workspaceRoot: '/root', network: { allow: ['example.test'] } }))
       .rejects.toThrow(new InvalidArgumentError('network \'allow\' needs a confined sandbox mode: danger-full-access has no fence to hold the network (use read-only or workspace-write)'))
