@@ -71,7 +71,10 @@ export async function networkCheck(world: RemoteWorld, cwd: string): Promise<Doc
   const noLookup = lookup !== undefined && lookup !== '0'
   const connects = facts.filter(line => line.startsWith('connect '))
   const refused = connects[0]?.includes(' 403 ') === true
-  const ok = loOnly && noLookup && (network.proxyPort === undefined || refused)
+  // The allowed probe, when there is one, must get through (a 502 says the user's rule names a
+  // server this client cannot reach).
+  const through = connects.length < 2 || connects[1]!.includes(' 200 ')
+  const ok = loOnly && noLookup && (network.proxyPort === undefined || (refused && through))
   const seen = [
     `interfaces: ${interfaces === '' ? 'unreadable' : interfaces}`,
     `a name lookup ${noLookup ? 'finds nothing' : 'RESOLVED'}`,
