@@ -105,3 +105,37 @@ describe('a proven read and the output before it', () => {
     }
   }, 60_000)
 })
+
+describe.each(['off', 'connection'] as const)('a proven read right after a burst of output (persistence %s)', persistence => {
+  it('every probe that proves the read comes after the prompt the program printed before it, in 12 tries', async () => {
+    // The program writes 200 KB and its prompt in one write(2), then reads: the last bytes land
+    // in the PTY a moment before the read, possibly after the loop of dsh-pty read the master
+    // for its turn. A probe racing them must not prove the read before they reached `output`.
+    const world = new DockerSubprocessRuntime(new Context(), { image: DEFAULT_IMAGE, user: 'agent', persistence })
+    try {
+      const shell = await world.spawnTerminal(BASH)
+      let taken = ''
+      shell.output.on('data', (chunk: Buffer) => { taken += chunk.toString('latin1') })
+      for (let round = 0; round < 12; round++) {
+        const ask = `ASK-${1000 + round}? `
+        taken = ''
+        await shell.write(`python3 -c 'import os; os.write(1, b"y" * 200000 + b"\\n" + b"ASK-%d? " % (1000 + ${round})); os.read(0, 1)'\r`)
+        let proven = false
+        const deadline = Date.now() + 20_000
+        while (!proven && Date.now() < deadline) {
+          const facts = await shell.inspectForeground()
+          proven = facts !== undefined && facts.processGroupId !== shell.pid && facts.inputWaiting
+        }
+        expect(proven).toBe(true)
+        expect(taken.slice(-200), `round ${round}`).toContain(ask)
+        await shell.write('\r')
+        let back = false
+        while (!back && Date.now() < deadline) back = (await shell.inspectForeground())?.processGroupId === shell.pid
+        expect(back).toBe(true)
+      }
+      await shell.terminate()
+    } finally {
+      await world.dispose()
+    }
+  }, 120_000)
+})

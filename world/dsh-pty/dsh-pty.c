@@ -49,7 +49,9 @@
  *             group, u8 waiting (a member of the foreground group is proven blocked reading the
  *             terminal), then the waiting thread's wait `TID:NR:A0:A1:RUNS` (empty when not).
  *             Frames are answered in the order they came, on the stream that carries the output:
- *             a probe's answer follows every output byte read before it.
+ *             a probe's answer follows every output byte read before it, and an answer that
+ *             proves a read follows every byte the PTY held when the facts were read (relayed
+ *             first; without credit for it, the answer waits for credit, at most 2 s: see probe).
  *
  * The protocol version is PROTOCOL (wire.h), said in the hello and `--version` and bumped with any
  * frame change; the held mode's further frames are hold.c's, the relay's none (relay.c).
@@ -107,6 +109,14 @@ static unsigned char *pending_input;
 static size_t pending_len, pending_cap;
 /* Input bytes accepted from the client in all (the `i` frame). */
 static uint64_t input_accepted;
+/* Output read from the PTY for one `O` frame. */
+static unsigned char out_buf[MAX_OUTPUT];
+/* Probe replies held until the PTY's output before them was sent (see probe), oldest first: at
+ * most PROBE_MEMORY (a client probes one at a time), each at most PROBE_DELIVERY_BOUND_MS. */
+#define PROBE_MEMORY 8
+#define PROBE_DELIVERY_BOUND_MS 2000
+static struct { unsigned char reply[14 + FG_CALL_MAX]; uint32_t length; long long due; } held_probes[PROBE_MEMORY];
+static int held_probe_count;
 
 
 static long long now_ms(void) {
@@ -153,6 +163,70 @@ static void queue_input(const unsigned char *data, size_t length) {
   pending_len += length;
 }
 
+/* Relay one `O` frame of what the PTY master holds, at most the credit and MAX_OUTPUT (a PTY read
+ * returns what the line discipline holds, a few KiB: read on while more is there, so a flood goes
+ * out in frames of up to MAX_OUTPUT, not one per read). Returns the bytes sent; sets *master_hup
+ * on EOF or EIO (no process holds the slave side any more: output is complete). */
+static size_t relay_output(int master, uint64_t *credit, int *master_hup) {
+  size_t want = *credit < MAX_OUTPUT ? (size_t)*credit : MAX_OUTPUT;
+  size_t have = 0;
+  while (have < want) {
+    ssize_t n = read(master, out_buf + have, want - have);
+    if (n > 0) { have += (size_t)n; continue; }
+    if (have == 0 && (n == 0 || (errno != EAGAIN && errno != EINTR))) *master_hup = 1;
+    break;
+  }
+  if (have > 0) { send_frame('O', out_buf, (uint32_t)have); *credit -= (uint64_t)have; }
+  return have;
+}
+
+/* Relay what the PTY master holds until a read finds it empty (returns 1) or the credit runs out
+ * first (returns 0). A read of the master sees every byte written to the slave before it:
+ * n_tty_read flushes the pending flip-buffer work first (tty_buffer_flush_work,
+ * drivers/tty/n_tty.c). */
+static int relay_until_empty(int master, uint64_t *credit, int *master_hup) {
+  while (!*master_hup) {
+    if (*credit == 0) return 0;
+    size_t want = *credit < MAX_OUTPUT ? (size_t)*credit : MAX_OUTPUT;
+    if (relay_output(master, credit, master_hup) < want) return 1;
+  }
+  return 1;
+}
+
+/* Send the held probe replies: all of them (`all`), or those past their bound. */
+static void release_probes(int all) {
+  long long now = now_ms();
+  int released = 0;
+  while (released < held_probe_count && (all || now >= held_probes[released].due)) {
+    send_frame('f', held_probes[released].reply, held_probes[released].length);
+    released++;
+  }
+  memmove(held_probes, held_probes + released, sizeof held_probes[0] * (size_t)(held_probe_count - released));
+  held_probe_count -= released;
+}
+
+/* A probe: its facts are read now, and its reply follows every byte the program printed before
+ * it blocked reading. The loop may not have read those from the PTY yet (they may come in the
+ * same turn as the probe), so a reply that proves a read goes after relaying what the PTY holds;
+ * when the credit runs out first, it is held until the client granted more and the PTY was found
+ * empty, or PROBE_DELIVERY_BOUND_MS passed (then the facts go as they are, never changed).
+ * Replies go in the order the probes came. */
+static void probe(const unsigned char *request, int master, int have_pty, dev_t slave_dev, ino_t slave_ino, uint64_t *credit, int *master_hup) {
+  unsigned char reply[14 + FG_CALL_MAX];
+  uint32_t length = fg_reply(have_pty, slave_dev, slave_ino, request, reply);
+  int ready = held_probe_count == 0 && (!fg_reply_waiting(reply, length) || master < 0 || relay_until_empty(master, credit, master_hup));
+  if (ready) { send_frame('f', reply, length); return; }
+  if (held_probe_count == PROBE_MEMORY) {
+    send_frame('f', held_probes[0].reply, held_probes[0].length);
+    memmove(held_probes, held_probes + 1, sizeof held_probes[0] * (PROBE_MEMORY - 1));
+    held_probe_count--;
+  }
+  memcpy(held_probes[held_probe_count].reply, reply, length);
+  held_probes[held_probe_count].length = length;
+  held_probes[held_probe_count].due = now_ms() + PROBE_DELIVERY_BOUND_MS;
+  held_probe_count++;
+}
+
 /* The attached mode: one client on stdin/stdout, the shell ends with it (see the top). */
 static int attached(void) {
   signal(SIGPIPE, SIG_IGN);
@@ -177,13 +251,13 @@ static int attached(void) {
   /* After the shell ended, a poll that asked for output found none within DRAIN_QUIET_MS. */
   int drain_quiet = 0;
   uint64_t credit = 0;
-  static unsigned char out_buf[MAX_OUTPUT];
 
   for (;;) {
     /* After the shell ended: the exit frame once the PTY holds nothing more (a read window of
      * DRAIN_QUIET_MS found no byte) or after DRAIN_BOUND_MS; both only while the client takes
      * output (credit), so a slow reader loses nothing the shell printed. */
     if (shell_ended && (pty.master < 0 || master_hup || (credit > 0 && (drain_quiet || now_ms() - ended_at >= DRAIN_BOUND_MS)))) {
+      release_probes(1);
       unsigned char exit_frame[3];
       pty_exit_status(shell_status, exit_frame);
       send_frame('X', exit_frame, sizeof exit_frame);
@@ -196,6 +270,11 @@ static int attached(void) {
     short master_events = (short)((credit > 0 && !master_hup ? POLLIN : 0) | (pending_len > 0 ? POLLOUT : 0));
     if (pty.master >= 0 && master_events != 0) { master_at = nfds; fds[nfds++] = (struct pollfd){ pty.master, master_events, 0 }; }
     int timeout = shell_ended ? DRAIN_QUIET_MS : -1;
+    if (held_probe_count > 0) {
+      long long left = held_probes[0].due - now_ms();
+      if (left < 0) left = 0;
+      if (timeout < 0 || left < timeout) timeout = (int)left;
+    }
     int ready = poll(fds, (nfds_t)nfds, timeout);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -219,27 +298,9 @@ static int attached(void) {
         ssize_t n = write(pty.master, pending_input, pending_len);
         if (n > 0) { memmove(pending_input, pending_input + n, pending_len - (size_t)n); pending_len -= (size_t)n; }
       }
-      if ((ev & (POLLIN | POLLHUP | POLLERR)) && credit > 0) {
-        size_t want = credit < MAX_OUTPUT ? (size_t)credit : MAX_OUTPUT;
-        ssize_t n = read(pty.master, out_buf, want);
-        if (n > 0) {
-          /* A PTY read returns at most what the line discipline holds (a few KiB): read on while
-           * more is there, so a flood goes out in frames of up to MAX_OUTPUT, not one per read. */
-          size_t have = (size_t)n;
-          while (have < want) {
-            ssize_t more = read(pty.master, out_buf + have, want - have);
-            if (more <= 0) break;
-            have += (size_t)more;
-          }
-          send_frame('O', out_buf, (uint32_t)have);
-          credit -= (uint64_t)have;
-        } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          /* EIO: no process holds the slave side any more (the shell and everything it started
-           * closed the tty). Output is complete; input has nowhere to go. */
-          master_hup = 1;
-        }
-      }
+      if ((ev & (POLLIN | POLLHUP | POLLERR)) && credit > 0) relay_output(pty.master, &credit, &master_hup);
     }
+    if (held_probe_count > 0) release_probes(0);
 
     if (stdin_at >= 0 && fds[stdin_at].revents) {
       ssize_t n = read(0, in_buf + in_len, sizeof in_buf - in_len);
@@ -287,6 +348,7 @@ static int attached(void) {
           ioctl(pty.master, TIOCSWINSZ, &size);
         } else if (type == 'C' && length >= 4) {
           credit += get_u32(payload);
+          if (held_probe_count > 0 && (pty.master < 0 || relay_until_empty(pty.master, &credit, &master_hup))) release_probes(1);
         } else if (type == 'K' && length >= 9) {
           unsigned char outcome = 3;
           pid_t group = 0;
@@ -297,9 +359,7 @@ static int attached(void) {
           put_u32(reply + 5, (uint32_t)group);
           send_frame('k', reply, sizeof reply);
         } else if (type == 'F' && length >= 16) {
-          unsigned char reply[14 + FG_CALL_MAX];
-          uint32_t reply_length = fg_reply(pty.master >= 0, pty.slave_dev, pty.slave_ino, payload, reply);
-          send_frame('f', reply, reply_length);
+          probe(payload, master_hup ? -1 : pty.master, pty.master >= 0, pty.slave_dev, pty.slave_ino, &credit, &master_hup);
         }
         at += 5 + (size_t)length;
       }

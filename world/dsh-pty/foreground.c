@@ -252,3 +252,7 @@ unsigned int fg_reply(int have_pty, dev_t tty_dev, ino_t tty_ino, const unsigned
   memcpy(reply + 14, facts.call, call);
   return 14 + (unsigned int)call;
 }
+
+int fg_reply_waiting(const unsigned char *reply, unsigned int length) {
+  return length >= 14 && reply[4] == 0 && reply[13] == 1;
+}

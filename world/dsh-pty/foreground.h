@@ -34,4 +34,8 @@ int fg_probe(pid_t program, unsigned long long starttime, dev_t tty_dev, ino_t t
  */
 unsigned int fg_reply(int have_pty, dev_t tty_dev, ino_t tty_ino, const unsigned char *request, unsigned char *reply);
 
+/* Whether the `f` reply `reply` of `length` bytes says a member of the foreground group is proven
+ * blocked reading the terminal (its outcome is facts and its waiting byte is 1). */
+int fg_reply_waiting(const unsigned char *reply, unsigned int length);
+
 #endif

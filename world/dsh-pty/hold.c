@@ -132,6 +132,10 @@
  * when the facts were read (ms; see probe_request), as the client's own wait for what its
  * transport buffered (terminal.ts PROBE_DELIVERY_BOUND_MS): then the facts go as they are. */
 #define PROBE_DELIVERY_BOUND_MS 2000
+/* The most a probe takes from the PTY into the log before its facts go (bytes; see
+ * probe_request): above the line discipline's 4 KiB and the PTY's flip buffers (64 KiB each way,
+ * drivers/tty/tty_buffer.c TTYB_DEFAULT_MEM_LIMIT). */
+#define PROBE_PULL_MAX (256u * 1024u)
 /* Longest id strings (bytes). */
 #define ID_MAX 64
 #define TEXT_MAX 4096
@@ -568,6 +572,23 @@ static void signal_request(const unsigned char *p) {
   queue_frame(&H.controller, 'k', reply, sizeof reply);
 }
 
+/* Read what the PTY master holds into the log, at most `want` bytes (a PTY read returns what the
+ * line discipline holds, a few KiB: read on while more is there). Returns the bytes read; sets
+ * master_hup on EOF or EIO (nothing holds the slave side any more). */
+static size_t log_from_master(size_t want) {
+  static unsigned char buffer[MAX_OUTPUT];
+  if (want > sizeof buffer) want = sizeof buffer;
+  size_t have = 0;
+  while (have < want) {
+    ssize_t n = read(H.pty.master, buffer + have, want - have);
+    if (n > 0) { have += (size_t)n; continue; }
+    if (have == 0 && (n == 0 || (errno != EAGAIN && errno != EINTR))) H.master_hup = 1;
+    break;
+  }
+  if (have > 0) log_append(buffer, have);
+  return have;
+}
+
 /* A probe from the controller. Its facts are read now; its reply goes once the controller was
  * sent the log up to its head of now (a client that resumed behind the head is sent the log at
  * its credit's pace), so the answer never overtakes what the program printed before it read, and
@@ -583,6 +604,22 @@ static void probe_request(const unsigned char *p) {
   }
   int at = H.probe_count++;
   H.probes[at].length = fg_reply(H.pty.master >= 0 && !H.ended, H.pty.slave_dev, H.pty.slave_ino, p, H.probes[at].reply);
+  /* A program proven blocked reading wrote what it printed before the read to the slave; the
+   * loop may not have read it from the master yet (it reads only as far as the credit goes, and
+   * the probe frame may come in the same turn). Take it into the log now, whatever the credit,
+   * so the head the reply waits for covers it. A read of the master sees every byte written to
+   * the slave before it: n_tty_read flushes the pending flip-buffer work first
+   * (tty_buffer_flush_work, drivers/tty/n_tty.c). The reader writes nothing more, but another
+   * member of its session may flood: the pull stops at what the PTY can hold (PROBE_PULL_MAX)
+   * and at half the log, so it never drops unsent output. */
+  if (fg_reply_waiting(H.probes[at].reply, H.probes[at].length) && H.started && H.pty.master >= 0) {
+    uint64_t pulled = 0, bound = H.cap / 2 < PROBE_PULL_MAX ? H.cap / 2 : PROBE_PULL_MAX;
+    while (!H.master_hup && pulled < bound) {
+      size_t n = log_from_master(bound - pulled < MAX_OUTPUT ? (size_t)(bound - pulled) : MAX_OUTPUT);
+      pulled += n;
+      if (n < MAX_OUTPUT) break;
+    }
+  }
   H.probes[at].head = H.head;
   H.probes[at].due = now_ms() + PROBE_DELIVERY_BOUND_MS;
   release_probes(H.exit_sent);
@@ -673,7 +710,6 @@ static void drain_done(void) {
 
 /* The daemon's loop. */
 static void serve(void) {
-  static unsigned char buffer[MAX_OUTPUT];
   for (;;) {
     long long now = now_ms();
     /* Without a controller for the TTL (0: none), or never spoken to within SPAWN_BOUND_MS. */
@@ -761,21 +797,7 @@ static void serve(void) {
         ssize_t n = write(H.pty.master, H.input, H.input_len);
         if (n > 0) { memmove(H.input, H.input + n, H.input_len - (size_t)n); H.input_len -= (size_t)n; }
       }
-      if ((events & (POLLIN | POLLHUP | POLLERR)) && may_read) {
-        size_t want = attached ? (H.credit < MAX_OUTPUT ? (size_t)H.credit : MAX_OUTPUT) : MAX_OUTPUT;
-        ssize_t n = read(H.pty.master, buffer, want);
-        if (n > 0) {
-          size_t have = (size_t)n;
-          while (have < want) {
-            ssize_t more = read(H.pty.master, buffer + have, want - have);
-            if (more <= 0) break;
-            have += (size_t)more;
-          }
-          log_append(buffer, have);
-        } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          H.master_hup = 1;
-        }
-      }
+      if ((events & (POLLIN | POLLHUP | POLLERR)) && may_read) log_from_master(attached ? (H.credit < MAX_OUTPUT ? (size_t)H.credit : MAX_OUTPUT) : MAX_OUTPUT);
     }
     if (controller_at >= 0 && H.controller.fd >= 0 && fds[controller_at].revents) {
       if (fds[controller_at].revents & (POLLIN | POLLHUP | POLLERR)) receive(&H.controller, 1);
