@@ -192,8 +192,9 @@ describe('Docker limits, network and capabilities of a confined container', () =
     // the terminal's dsh-pty (its relay) and this shell's parent, the holder (dsh-held: the default
     // persistence 'connection' holds the shell), this shell, ps; besides them only the world's
     // pooled execs (a launcher, and a standby when its start came before the bomb).
-    const table = splitPooled(await run(terminal, 'ps -ww -e -o pid=,ppid=,comm=,args='))
-    expect(table.others).toEqual(['docker-init', 'sh', 'sh', 'dsh-pty', 'dsh-held', 'bash', 'ps'])
+    const listed = await run(terminal, 'ps -ww -e -o pid=,ppid=,comm=,args=')
+    const table = splitPooled(listed)
+    expect(table.others, listed).toEqual(['docker-init', 'sh', 'sh', 'dsh-pty', 'dsh-held', 'bash', 'ps'])
     expect(table.pooled.length).toBeGreaterThanOrEqual(1)
     expect(await run(terminal, 'echo alive')).toBe('alive')
     await terminal.close()
@@ -252,7 +253,8 @@ describe('attached containers are inspected', () => {
     expect((failure as Error).message.endsWith(`Runner failure: docker container ${plain.id.slice(0, 12)} does not enforce read-only for workspace /root: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`)).toBe(true)
     // Nothing but init, the container's command, the control channel and the pooled execs
     // (which run no program until handed one) ever ran: no bash.
-    expect(splitPooled((await execIn(plain.id, ['ps', '-ww', '-e', '-o', 'pid=,ppid=,comm=,args=', '--sort', 'pid'])).stdout).others).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
+    const table = (await execIn(plain.id, ['ps', '-ww', '-e', '-o', 'pid=,ppid=,comm=,args=', '--sort', 'pid'])).stdout
+    expect(splitPooled(table).others, table).toEqual(['docker-init', 'sleep', 'sh', 'ps'])
     expect(logLines(world)).toEqual([`info: WARNING: sandbox mode read-only cannot be enforced in docker container ${plain.id.slice(0, 12)} (attached); terminals will fail closed: the root filesystem is writable (HostConfig.ReadonlyRootfs is off)`])
   })
 

@@ -32,6 +32,7 @@ import type { ProcessTransport } from '../remote/process.ts'
 import { SharedRounds } from '../remote/rounds.ts'
 import type { TerminalTransport } from '../remote/terminal.ts'
 import { demuxDockerStream } from './demux.ts'
+import { holderSpoke } from './exec-pool/holder-standby.ts'
 import { ExecPool } from './exec-pool/pool.ts'
 import { holderScript } from '../remote/pty-holder/holder-install.ts'
 import type { WorldToolCopy } from '../remote/world-tools/launch.ts'
@@ -384,8 +385,14 @@ export class DockerWorld {
    * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
   async openHolder(copy: WorldToolCopy, user: string | undefined): Promise<ProcessTransport> {
-    const started = await this.pool.holderStandby(user, copy) ?? await this.startExec(['/bin/sh', '-c', holderScript(copy, this.ownership?.newTag())], { tty: false, user, stdin: true })
-    return this.processTransport(started, user, true)
+    const standby = await this.pool.holderStandby(user, copy)
+    if (standby !== undefined) {
+      const transport = this.processTransport(standby, user, true)
+      if (await holderSpoke(transport.stdout)) return transport
+      // A standby that died before its holder spoke: a fresh exec, once.
+      transport.close()
+    }
+    return this.processTransport(await this.startExec(['/bin/sh', '-c', holderScript(copy, this.ownership?.newTag())], { tty: false, user, stdin: true }), user, true)
   }
 
   /**

@@ -5,6 +5,7 @@
  * (pty-holder/held-terminal.ts) and reads the holder's hello like any other.
  * @module dsh-remote-worlds/providers/docker/exec-pool/holder-standby
  */
+import type { Readable } from 'node:stream'
 import { holderScript } from '../../remote/pty-holder/holder-install.ts'
 import type { WorldToolCopy } from '../../remote/world-tools/launch.ts'
 import type { StartExec, StartedExec } from './started-exec.ts'
@@ -63,4 +64,36 @@ export class HolderStandby {
     this.used = true
     this.started.stream.destroy()
   }
+}
+
+/**
+ * Whether a taken standby's holder spoke: resolves true once `stdout` (the standby's demuxed
+ * stdout, nothing read from it yet) has bytes (dsh-pty's hello, sent at its start), which stay
+ * unread for the terminal; false when it ends or fails first. A standby is a bet placed earlier:
+ * one started while the world could not fork (a fork bomb at its pids limit) dies in its launch
+ * check ("Cannot fork"), and its stream may still be open when it is taken.
+ */
+export function holderSpoke(stdout: Readable): Promise<boolean> {
+  if (stdout.readableLength > 0) return Promise.resolve(true)
+  if (stdout.readableEnded || stdout.destroyed) return Promise.resolve(false)
+  return new Promise(resolve => {
+    const settle = (spoke: boolean): void => {
+      stdout.off('readable', onReadable)
+      stdout.off('end', onEnd)
+      stdout.off('close', onEnd)
+      stdout.off('error', onEnd)
+      resolve(spoke)
+    }
+    const onReadable = (): void => {
+      const chunk = stdout.read() as Buffer | null
+      if (chunk === null) return
+      stdout.unshift(chunk)
+      settle(true)
+    }
+    const onEnd = (): void => settle(false)
+    stdout.on('readable', onReadable)
+    stdout.once('end', onEnd)
+    stdout.once('close', onEnd)
+    stdout.once('error', onEnd)
+  })
 }
