@@ -13,10 +13,16 @@
  *   port, and `NO_PROXY` for the world's own loopback. The world never resolves a name.
  * - `'full'` (danger-full-access only): the world's own network, as it is; nothing is started.
  *
+ * Over SSH (bubblewrap gives each confined program a network namespace of its own), the relay is
+ * started first in a namespace of its own, and every confined program after it joins that one
+ * (sandbox/shared-network.ts), so they all reach its proxy port and a forwarded port reaches the
+ * server any of them started; after a cut of the transport the relay is started again in the
+ * same namespace, joined through a process still in it (shared-namespace.ts).
+ *
  * A setting the world cannot enforce is refused, never dropped: `'allow'` or `'none'` in
  * danger-full-access (no fence to hold the network), `'full'` in a confined mode, and
- * `'allow'` in a world whose network is not `lo` only (an attached container with a network;
- * the SSH world until bubblewrap's `--unshare-net` is wired, issue 34).
+ * `'allow'` in a world whose network is not `lo` only (an attached container with a network)
+ * or whose programs cannot share the relay's namespace (an SSH host without nsenter).
  * @module dsh-remote-worlds/network/world-network
  */
 import type { Context } from '@deepseek-ai/cordis'
@@ -29,12 +35,14 @@ import { type WorldOwner, worldOwnerOf } from '../providers/remote/world-owner.t
 import { forgetWorldTool, installWorldTool } from '../providers/remote/world-tools/install.ts'
 import { saysUnverifiedTool, worldToolCommand } from '../providers/remote/world-tools/launch.ts'
 import { sandboxReportOf } from '../sandbox/companion.ts'
+import { type SharedNetworkPlan, type SharedNetworkSandbox, isSharedNetworkSandbox } from '../sandbox/shared-network.ts'
 import { type EgressForwardSpec, impliedAllowRule, parseEgressForward } from './egress-forward.ts'
 import { EgressGateway } from './egress-gateway.ts'
 import { EgressLog } from './egress-log.ts'
 import { type ForwardSpec, type PortForward, parseForwardSpec, startPortForward } from './port-forward.ts'
 import { RelayChannel, type RelayStream } from './relay/relay-channel.ts'
 import { EgressResolver, parseResolveOverride } from './resolve.ts'
+import { findNamespaceMember } from './shared-namespace.ts'
 import { type EgressPolicy, LivePolicy, type NetworkMode, parsePolicy } from './rules.ts'
 
 /** The network setting of a world (the CLI's `--network`, `--allow`, `--deny`, `--resolve`, `--egress-log`). */
@@ -118,18 +126,24 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
 
   const owner = worldOwnerOf(ctx.get('subprocess'))
   const report = sandboxReportOf(ctx)
-  // A fence without a container (bubblewrap over SSH) gives each confined program a network
-  // namespace of its own: the relay, outside it, would reach none of their servers.
-  const unforwardable = confined && report !== undefined && report.limits === undefined
-    ? `${owner?.describe() ?? 'this world'} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; use danger-full-access for ports into an SSH world`
-    : undefined
-  const relay = owner === undefined ? undefined : new WorldRelay(owner, unforwardable)
   const forwardSpecs = (options.forward ?? []).map(parseForwardSpec)
+  // A fence without a container (bubblewrap over SSH) gives each confined program a network
+  // namespace of its own: the relay must make one they all join, before the first of them starts.
+  const sandbox = ctx.get('sandbox') as unknown
+  const perProgram = confined && report !== undefined && report.limits === undefined
+  const sharing = perProgram && isSharedNetworkSandbox(sandbox) ? sandbox : undefined
+  const plan = sharing?.sharedNetwork()
+  const shared = sharing !== undefined && plan !== undefined && !('refused' in plan) && (policy.network === 'allow' || forwardSpecs.length > 0) ? { sandbox: sharing, plan } : undefined
+  const unforwardable = perProgram && shared === undefined
+    ? `${owner?.describe() ?? 'this world'} confines each program in a network namespace of its own (bubblewrap --unshare-net)${plan !== undefined && 'refused' in plan ? ` and ${plan.refused}` : ''}, so a port carried from this machine reaches none of them; name the ports when the world opens (--forward), or use danger-full-access`
+    : undefined
+  const relay = owner === undefined ? undefined : new WorldRelay(owner, unforwardable, shared)
+  if (shared !== undefined) await relay?.channel()
   if (policy.network !== 'allow') return withForwards(networkOf(live, log, undefined, [], relay), forwardSpecs)
   if (owner === undefined || relay === undefined) throw new InvalidArgumentError('network \'allow\' needs one of this package\'s runtimes (Docker, swarm, SSH)')
-  if (unforwardable !== undefined) throw new InvalidArgumentError(`network 'allow' is not carried into this world yet: ${unforwardable.replace(/; use danger-full-access.*$/, '')}; its confined programs keep lo only (network 'none')`)
+  if (perProgram && shared === undefined) throw new InvalidArgumentError(`network 'allow' cannot be carried into ${owner.describe()}: ${plan !== undefined && 'refused' in plan ? plan.refused : 'its sandbox cannot put its confined programs in one network namespace'}; its confined programs keep lo only (network 'none')`)
   const networkMode = report?.limits?.networkMode
-  if (networkMode !== 'none') throw new InvalidArgumentError(`network 'allow' needs a world with lo only; ${owner.describe()} has ${networkMode === undefined || networkMode === null ? 'a network this package cannot see the fence of' : `NetworkMode ${networkMode}`} (let this package create the container, or attach to one with NetworkMode none)`)
+  if (shared === undefined && networkMode !== 'none') throw new InvalidArgumentError(`network 'allow' needs a world with lo only; ${owner.describe()} has ${networkMode === undefined || networkMode === null ? 'a network this package cannot see the fence of' : `NetworkMode ${networkMode}`} (let this package create the container, or attach to one with NetworkMode none)`)
   await relay.channel()
   // Described once the world is open (a managed container has its id by then).
   const gateway = new EgressGateway({ world: owner.describe(), policy: live, resolver: new EgressResolver(overrides), log })
@@ -172,9 +186,15 @@ class WorldRelay {
   private current: Promise<RelayChannel> | undefined
   private readonly listeners: { host: string; port: number; onConnection: (stream: RelayStream) => void }[] = []
   private closed = false
+  /** The namespaces of the last relay that ran in a shared namespace (its hello), to start the next one in. */
+  private namespace: { netns: string; userns: string } | undefined
 
-  /** @param unforwardable - why ports cannot be carried into this world, when they cannot. */
-  constructor(private readonly owner: WorldOwner, readonly unforwardable?: string | undefined) {}
+  /**
+   * @param unforwardable - why ports cannot be carried into this world, when they cannot.
+   * @param shared - where confined programs each have a network namespace of their own: the
+   *   sandbox that puts them in the relay's instead (sandbox/shared-network.ts).
+   */
+  constructor(private readonly owner: WorldOwner, readonly unforwardable?: string | undefined, private readonly shared?: { sandbox: SharedNetworkSandbox; plan: SharedNetworkPlan } | undefined) {}
 
   /**
    * The live channel, started (or started again) when there is none.
@@ -201,6 +221,17 @@ class WorldRelay {
     return listener.port
   }
 
+  /**
+   * Where the next relay starts: in a shared world, in the namespace of the last one when a
+   * process is still in it (a confined program's bwrap), else in a new one; elsewhere as it is.
+   */
+  private async placement(): Promise<((argv: readonly string[]) => readonly string[]) | undefined> {
+    if (this.shared === undefined) return undefined
+    const { plan } = this.shared
+    const member = this.namespace === undefined ? undefined : await findNamespaceMember(this.owner, this.namespace)
+    return member === undefined ? argv => plan.ownerArgv(argv) : argv => plan.joinedArgv(member, argv)
+  }
+
   /** Stop the relay (its stdin's EOF ends it in the world). Idempotent. */
   async close(): Promise<void> {
     this.closed = true
@@ -212,7 +243,13 @@ class WorldRelay {
   }
 
   private async start(): Promise<RelayChannel> {
-    const channel = await startRelay(this.owner)
+    const channel = await startRelay(this.owner, await this.placement())
+    if (this.shared !== undefined) {
+      this.namespace = { netns: channel.info.netns, userns: channel.info.userns }
+      this.shared.sandbox.joinNetwork(channel.info.pid)
+      // Until the next relay: programs get a namespace of their own (lo only), never a dead pid's.
+      channel.closed.then(() => { if (this.shared?.sandbox.joinedNetwork === channel.info.pid) this.shared.sandbox.joinNetwork(undefined) })
+    }
     // Listeners of an earlier relay listen again where they were.
     for (const { host, port, onConnection } of this.listeners) await channel.listen(host, port, stream => onConnection(stream))
     // Started again at the next need once it ends unasked: a proxy port without a relay refuses
@@ -228,12 +265,15 @@ const RELAY_CLOSE_BOUND_MS = 5_000
 /** How long after a relay ended unasked the next one starts, when listeners need it (ms). */
 const RELAY_RESTART_DELAY_MS = 500
 
-/** Start the relay in the world (copied in by content hash, verified at its start as every world tool). */
-async function startRelay(owner: WorldOwner): Promise<RelayChannel> {
+/**
+ * Start the relay in the world (copied in by content hash, verified at its start as every world tool).
+ * @param wrap - runs the verified program in a namespace (shared-network.ts), when it must.
+ */
+async function startRelay(owner: WorldOwner, wrap?: ((argv: readonly string[]) => readonly string[]) | undefined): Promise<RelayChannel> {
   for (let attempt = 1; ; attempt += 1) {
     const copy = await installWorldTool(owner, 'dsh-relay')
     // Tagged as a session of this client: should it outlive its client (its stdin's EOF ends it), the next client's reaper ends it.
-    const script = `${SESSION_TAG_VARIABLE}=${shQuote(owner.newTag())}; export ${SESSION_TAG_VARIABLE}\n${worldToolCommand(copy, [])}`
+    const script = `${SESSION_TAG_VARIABLE}=${shQuote(owner.newTag())}; export ${SESSION_TAG_VARIABLE}\n${worldToolCommand(copy, [], { wrap })}`
     const transport = await owner.openProcess(script)
     let stderr = ''
     transport.stderr.on('data', (chunk: Buffer) => { if (stderr.length < 2_000) stderr += chunk.toString('utf8') })

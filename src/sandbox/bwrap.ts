@@ -37,6 +37,7 @@ import { startupNamedPaths, startupProtected } from './startup-names.ts'
 import { type FencePlan, fenceArgs, fenceListingScript, homeOf, loginPathScript, parseFenceListing, parseLoginPath, parseRealPaths, protectedPaths, realPathsScript, rootRefusal } from './fence.ts'
 import { isWithin } from '../providers/remote/paths.ts'
 import { SANDBOX_MODES, type ReportingSandbox, type SandboxModeReport, type WorldSandboxReport } from './report.ts'
+import { NETWORK_OWNER_BWRAP_ARGS, type SharedNetworkPlan, type SharedNetworkSandbox, afterNsenter, nsenterPrefix } from './shared-network.ts'
 
 /** What a denied file effect prints under bubblewrap's read-only binds (EROFS). */
 export const BWRAP_DENIAL_SIGNATURES: readonly string[] = Object.freeze(['Read-only file system'])
@@ -84,12 +85,14 @@ const UNSHARE_NET: readonly string[] = Object.freeze(['--unshare-net'])
  *   workspace-write.
  * @param masked - directories hidden under an empty tmpfs ({@link MASKED_SOCKET_DIRECTORIES}
  *   that the world has: a missing one cannot be mounted over in the read-only root).
+ * @param network - `'own'`: a network namespace of its own (`--unshare-net`); `'joined'`: the one
+ *   the program was started in, which an nsenter prefix chose (shared-network.ts).
  * @throws Error for a relative workspace root.
  */
-export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = [], masked: readonly string[] = []): string[] {
+export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = [], masked: readonly string[] = [], network: 'own' | 'joined' = 'own'): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', ...UNSHARE_NET, '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', ...(network === 'own' ? UNSHARE_NET : []), '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
   if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
   else if (isWithin('/tmp', root)) args.push('--ro-bind', root, root)
   return args
@@ -126,10 +129,12 @@ export type BwrapProbe =
     home?: string | undefined
     /** The socket directories hidden in every profile ({@link MASKED_SOCKET_DIRECTORIES} the world has). */
     masked: readonly string[]
+    /** Absolute path of nsenter(1) (util-linux), which joins a shared network namespace; undefined where the world has none. */
+    nsenter?: string | undefined
   }
   | { usable: false; reason: string }
 
-const LINE = /^(path|version|ro|shared|ws) ?(.*)$/
+const LINE = /^(path|version|nsenter|ro|shared|ws) ?(.*)$/
 
 /**
  * What the read-only profile runs in the probe: the interfaces of its network namespace, one
@@ -155,6 +160,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Read
     'case $p in /*) ;; *) echo "path"; exit 0 ;; esac',
     'echo "path $p"',
     'echo "version $("$p" --version 2>&1 | tr "\\n" " ")"',
+    'echo "nsenter $(command -v nsenter 2>/dev/null)"',
     `out=$("$p" ${ro} -- /bin/sh -c ${shQuote(INTERFACES_SCRIPT)} 2>&1); s=$?; echo "ro $s $(printf %s "$out" | tr "\\n" " ")"`,
     `if [ "$s" -ne 0 ]; then out=$("$p" ${shared} -- true 2>&1); echo "shared $? $(printf %s "$out" | tr "\\n" " ")"; fi`,
   ]
@@ -173,6 +179,7 @@ export function bwrapProbeScript(workspaceRoots: readonly string[], fences: Read
 export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[], fence: { fences: Readonly<Record<string, FencePlan>>; protected: readonly string[]; home?: string | undefined; masked?: readonly string[] } = { fences: {}, protected: [] }): BwrapProbe {
   let path = ''
   let version = ''
+  let nsenter = ''
   let ro: BwrapProfileProbe | undefined
   let shared: BwrapProfileProbe | undefined
   let interfaces: string[] = []
@@ -183,6 +190,7 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
     const [, key, rest = ''] = match
     if (key === 'path') path = rest.trim()
     else if (key === 'version') version = rest.trim()
+    else if (key === 'nsenter') nsenter = rest.trim()
     else {
       const status = /^(\d+) ?(.*)$/.exec(rest)
       const verdict: BwrapProfileProbe = status !== null && status[1] === '0' ? { ok: true } : { ok: false, error: (status?.[2] ?? rest).trim() || `exit status ${status?.[1] ?? 'unknown'}` }
@@ -203,7 +211,7 @@ export function parseBwrapProbe(stdout: string, workspaceRoots: readonly string[
   workspaceRoots.forEach((root, index) => {
     workspaces[root] = ws[index] ?? { ok: false, error: 'not probed' }
   })
-  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected, ...(fence.home !== undefined ? { home: fence.home } : {}), masked: fence.masked ?? [] }
+  return { usable: true, path, version, workspaces, fences: fence.fences, protected: fence.protected, ...(fence.home !== undefined ? { home: fence.home } : {}), masked: fence.masked ?? [], ...(nsenter.startsWith('/') ? { nsenter } : {}) }
 }
 
 /**
@@ -278,8 +286,10 @@ export interface BubblewrapSandboxConfig {
  * the program inside an argv it wrapped ({@link ProgramUnwrapper}), so a terminal publishes the
  * shell's pid rather than bwrap's (providers/remote/wrapped-program.ts).
  */
-export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox, ProgramUnwrapper, PrivateRootsSandbox {
+export class BubblewrapSandboxProvider extends SandboxProvider implements ReportingSandbox, ProgramUnwrapper, PrivateRootsSandbox, SharedNetworkSandbox {
   private readonly config: BubblewrapSandboxConfig
+  /** The process whose network namespace confined programs join (shared-network.ts); undefined: each has its own. */
+  joinedNetwork: number | undefined
   /** The profile's private mounts: `--tmpfs /tmp` and `--dev /dev` (sandbox/layout.ts). */
   readonly privateRoots: readonly string[] = Object.freeze(['/tmp', '/dev'])
 
@@ -329,8 +339,11 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       throw new WorldSandboxUnavailableError(policy.mode, this.config.where, `${this.config.where}: ${refusal ?? 'bubblewrap is unusable'}`,
         'Make bubblewrap work there for this workspace (bwrap installed, unprivileged user namespaces allowed, a network namespace among them, the workspace present), or choose a workspace its fence can keep (the reason names what it cannot)')
     }
+    const joined = this.joinedNetwork
+    const nsenter = this.config.probe.nsenter
+    const profile = [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : [], this.config.probe.masked, joined === undefined ? 'own' : 'joined'), '--', ...argv]
     return {
-      argv: [this.config.probe.path, ...bwrapProfileArgs(policy, { dieWithParent: this.config.dieWithParent }, policy.mode === 'workspace-write' ? this.fenceArgsOf(policy.workspaceRoot) : [], this.config.probe.masked), '--', ...argv],
+      argv: joined === undefined || nsenter === undefined ? profile : [...nsenterPrefix(nsenter, joined), ...profile],
       enforcement: 'full',
       denialSignatures: BWRAP_DENIAL_SIGNATURES,
       runnerFailureRules: BWRAP_RUNNER_FAILURE_RULES,
@@ -343,12 +356,35 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
     return 'args' in fence ? fence.args : []
   }
 
+  /** @inheritdoc */
+  sharedNetwork(): SharedNetworkPlan | { refused: string } {
+    const probe = this.config.probe
+    if (!probe.usable) return { refused: probe.reason }
+    const nsenter = probe.nsenter
+    if (nsenter === undefined) return { refused: `${this.config.where} has no nsenter (util-linux), which puts the confined programs in the network namespace of the relay` }
+    return {
+      ownerArgv: argv => [probe.path, ...NETWORK_OWNER_BWRAP_ARGS, '--', ...argv],
+      joinedArgv: (pid, argv) => [...nsenterPrefix(nsenter, pid), ...argv],
+    }
+  }
+
+  /** @inheritdoc */
+  joinNetwork(pid: number | undefined): void {
+    if (pid !== undefined && 'refused' in this.sharedNetwork()) throw new Error(`${this.config.where}: confined programs cannot join a network namespace here`)
+    this.joinedNetwork = pid
+  }
+
   /**
    * The argv after the profile's `--` when `argv` runs this world's bwrap (the profile's own
-   * arguments are never a bare `--`), else undefined.
+   * arguments are never a bare `--`), also behind the nsenter prefix of a shared network
+   * namespace, else undefined.
    */
   wrappedProgram(argv: readonly string[]): readonly string[] | undefined {
     const probe = this.config.probe
+    if (probe.usable) {
+      const joined = afterNsenter(probe.nsenter, argv)
+      if (joined !== undefined) return this.wrappedProgram(joined)
+    }
     if (!probe.usable || argv[0] !== probe.path) return undefined
     const separator = argv.indexOf('--')
     return separator > 0 && separator < argv.length - 1 ? argv.slice(separator + 1) : undefined
@@ -367,7 +403,9 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
       const facts = [
         'everything read-only (--ro-bind / /)',
         'private ephemeral /tmp (--tmpfs /tmp), fresh /dev, own pid namespace and /proc',
-        'network: lo only (--unshare-net, proven when the world opened): the host\'s loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach; each confined program has a loopback of its own',
+        this.joinedNetwork === undefined
+          ? 'network: lo only (--unshare-net, proven when the world opened): the host\'s loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach; each confined program has a loopback of its own'
+          : `network: lo only, one namespace for every confined program and the world's network relay (pid ${this.joinedNetwork}, joined with nsenter): the host's loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach`,
         mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
       ]
       if (probe.usable && probe.masked.length > 0) facts.push(`the user's runtime sockets hidden (${probe.masked.map(dir => `--tmpfs ${dir}`).join(', ')}): the systemd and D-Bus outside the fence are out of reach`)

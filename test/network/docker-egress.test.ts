@@ -8,7 +8,7 @@
  */
 import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { type Server, createServer, get } from 'node:http'
+import { type Server, createServer } from 'node:http'
 import { type AddressInfo, type Server as NetServer, createServer as createNetServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,17 +19,7 @@ import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runti
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run } from '../sandbox/helpers.ts'
-
-/** The world's HTTP(S) client: prints `STATUS BODY`, or `error KIND` (python3 is in the image; urllib reads *_PROXY). */
-const FETCH = `import sys, urllib.request, urllib.error
-try:
-    r = urllib.request.urlopen(sys.argv[1], timeout=20)
-    print(r.status, r.read().decode())
-except urllib.error.HTTPError as e:
-    print(e.code, e.read().decode().strip())
-except Exception as e:
-    print('error', type(e).__name__)
-`
+import { FETCH, answerStartingWith, hostGet } from './helpers.ts'
 
 /**
  * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
@@ -228,28 +218,13 @@ describe('a read-only Docker world with network allow', () => {
   })
 })
 
-/** GET http://127.0.0.1:PORT/PATH from this machine: the status and body, or the error's code. */
-function hostGet(port: number, path: string): Promise<string> {
-  return new Promise(resolve => {
-    get({ host: '127.0.0.1', port, path }, response => {
-      let body = ''
-      response.on('data', (chunk: Buffer) => { body += chunk.toString('utf8') })
-      response.on('end', () => resolve(`${response.statusCode} ${body}`))
-    }).on('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code ?? error.message}`))
-  })
-}
-
 describe('a relay that ends', () => {
   it('is started again and listens on the same proxy port, so the programs\' proxy variables stay true', async () => {
     const terminal = await world.open()
     const port = world.network.proxyPort!
     // As a cut transport or a restarted container would end it (it ends at its stdin's EOF).
     expect(await run(terminal, 'pkill -x dsh-relay; echo "pkill $?"')).toBe('pkill 0')
-    let answer = ''
-    for (let waited = 0; !answer.startsWith('200') && waited < 20_000; waited += 200) {
-      answer = await run(terminal, `python3 /workspace/fetch.py http://allowed.test:${httpPort}/again`)
-      if (!answer.startsWith('200')) await delay(200)
-    }
+    const answer = await answerStartingWith('200', () => run(terminal, `python3 /workspace/fetch.py http://allowed.test:${httpPort}/again`))
     expect(answer).toBe(`200 hello /again via allowed.test:${httpPort}`)
     expect(world.network.proxyPort).toBe(port)
     expect(await run(terminal, 'echo "$HTTP_PROXY"')).toBe(`http://127.0.0.1:${port}`)
@@ -267,11 +242,7 @@ describe('a port forwarded into the same world', () => {
       expect(forward.counts()).toEqual({ connections: 0, refused: 1 })
       const terminal = await world.open()
       expect(await run(terminal, '(cd /workspace && exec python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)')).toBe('')
-      let answer = ''
-      for (let waited = 0; !answer.startsWith('200') && waited < 20_000; waited += 100) {
-        answer = await hostGet(forward.host.port, '/fetch.py')
-        if (!answer.startsWith('200')) await delay(100)
-      }
+      const answer = await answerStartingWith('200', () => hostGet(forward.host.port, '/fetch.py'))
       expect(answer).toBe(`200 ${FETCH}`)
       await terminal.close()
     } finally {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bwrapProfileArgs, parseBwrapProbe, probeBwrap, type RemoteRun } from '../../src/sandbox/bwrap.ts'
+import { afterNsenter, nsenterPrefix } from '../../src/sandbox/shared-network.ts'
 import { execIn } from '../docker/helpers.ts'
 import { BWRAP_CAPABLE } from '../helpers/sshd-world.ts'
 import { startContainer } from './helpers.ts'
@@ -76,6 +77,8 @@ describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
       protected: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/games', '/usr/games'],
       // The image has no /run/user: nothing to hide (a tmpfs over a missing directory would fail).
       masked: [],
+      // util-linux's, which joins a shared network namespace (shared-network.ts).
+      nsenter: '/usr/bin/nsenter',
     })
   })
 
@@ -98,5 +101,23 @@ describe('parseBwrapProbe', () => {
 
   it('garbage is not a verdict of usability', () => {
     expect(parseBwrapProbe('path /usr/bin/bwrap\n', [])).toEqual({ usable: false, reason: 'the bubblewrap probe did not report (output: "path /usr/bin/bwrap\\n")' })
+  })
+})
+
+describe('a shared network namespace (shared-network.ts)', () => {
+  it('the profile of a program that joined one has no --unshare-net, all else the same', () => {
+    expect(bwrapProfileArgs({ mode: 'read-only', workspaceRoot: '/srv/ws' }, {}, [], [], 'joined')).toEqual(BASE.filter(arg => arg !== '--unshare-net'))
+  })
+
+  it('joins through nsenter by a positive pid only (never 0 or -1)', () => {
+    expect(nsenterPrefix('/usr/bin/nsenter', 4242)).toEqual(['/usr/bin/nsenter', '--preserve-credentials', '--user', '--net', '--target=4242', '--'])
+    for (const pid of [0, -1, 1.5, Number.NaN]) expect(() => nsenterPrefix('/usr/bin/nsenter', pid)).toThrow(`a network namespace is joined through a positive pid, got ${pid}`)
+  })
+
+  it('finds the program behind the nsenter prefix and the profile', () => {
+    const argv = [...nsenterPrefix('/usr/bin/nsenter', 7), '/usr/bin/bwrap', '--ro-bind', '/', '/', '--', '/bin/bash', '-i']
+    expect(afterNsenter('/usr/bin/nsenter', argv)).toEqual(['/usr/bin/bwrap', '--ro-bind', '/', '/', '--', '/bin/bash', '-i'])
+    expect(afterNsenter('/usr/bin/nsenter', ['/bin/bash', '-i'])).toBeUndefined()
+    expect(afterNsenter(undefined, argv)).toBeUndefined()
   })
 })

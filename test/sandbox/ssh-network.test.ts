@@ -10,7 +10,7 @@
  *
  * Never sends traffic anywhere but 127.0.0.1 (DESIGN.md section 7).
  */
-import { createServer, type Server } from 'node:net'
+import { createConnection, createServer, type Server } from 'node:net'
 import { SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
@@ -132,13 +132,38 @@ describe.each(['read-only', 'workspace-write'] as const)('%s over SSH: the confi
     expect(await networkCheck(world, WORKSPACE)).toEqual({ name: 'network', ok: true, detail: 'none: interfaces: lo; a name lookup finds nothing' })
   })
 
-  it('refuses network allow and ports into the world, saying why (the relay would sit outside the namespace)', async () => {
-    await expect(sshWorld(capable, mode, { allow: ['example.test:443'] })).rejects.toThrow(`network 'allow' is not carried into this world yet: ${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; its confined programs keep lo only (network 'none')`)
-    await expect(world.network.forward('0:8765')).rejects.toThrow(`${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), which a port carried from this machine cannot reach yet; use danger-full-access for ports into an SSH world`)
+  it('refuses ports into a world opened without them (each program has its own namespace), saying how to name them', async () => {
+    await expect(world.network.forward('0:8765')).rejects.toThrow(`${world.runtime instanceof RemoteSubprocessRuntime ? world.runtime.describe() : ''} confines each program in a network namespace of its own (bubblewrap --unshare-net), so a port carried from this machine reaches none of them; name the ports when the world opens (--forward), or use danger-full-access`)
   })
 
   it('the sandbox report says the network is lo only', () => {
     expect(sandboxReportOf(world.ctx)?.modes.find(entry => entry.mode === mode)?.facts).toContain('network: lo only (--unshare-net, proven when the world opened): the host\'s loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach; each confined program has a loopback of its own')
+  })
+})
+
+describe('read-only over SSH with a port named when the world opens (network none)', () => {
+  it('its programs share the relay\'s namespace (lo only, no proxy, the host\'s loopback refused) and the port reaches a server one of them started', async () => {
+    const world = await sshWorld(capable, 'read-only', { forward: ['0:8766'] })
+    try {
+      const [forward] = world.network.forwards()
+      expect(world.network.proxyPort).toBeUndefined()
+      const terminal = await world.open()
+      expect(await run(terminal, INTERFACES)).toBe('lo')
+      expect(await run(terminal, 'echo "proxy=$HTTP_PROXY"')).toBe('proxy=')
+      expect(await run(terminal, connect(port))).toBe(`bash: connect: Connection refused\nbash: line 1: /dev/tcp/127.0.0.1/${port}: Connection refused\n exit=1`)
+      expect(await run(terminal, `(python3 -c 'import socket; socket.create_server(("127.0.0.1", 8766)).accept()[0].send(b"inner")' &); sleep 0.5`)).toBe('')
+      const greeting = await new Promise<string>((resolve, reject) => {
+        const socket = createConnection(forward!.host.port, '127.0.0.1')
+        let said = ''
+        socket.on('data', (chunk: Buffer) => { said += chunk.toString('utf8') })
+        socket.on('end', () => resolve(said))
+        socket.on('error', reject)
+      })
+      expect(greeting).toBe('inner')
+      await terminal.close()
+    } finally {
+      await world.dispose()
+    }
   })
 })
 

@@ -9,7 +9,7 @@
 import { type ChildProcessWithoutNullStreams, type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
+import { readFileSync, readlinkSync } from 'node:fs'
 import { type AddressInfo, type Server, type Socket, connect as netConnect, createServer } from 'node:net'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
@@ -126,11 +126,12 @@ async function produce(stream: Duplex, data: Buffer, state: { written: number; b
 }
 
 describe.each(['x86_64', 'aarch64'] as const)('the %s build of dsh-relay', arch => {
-  it('prints its version and exits 0, and says hello with its protocol and architecture', async () => {
+  it('prints its version and exits 0, and says hello with its protocol, architecture, pid and namespaces', async () => {
     const version = runBuild(arch, ['--version'])
-    expect([version.status, version.stdout]).toEqual([0, 'dsh-relay 1\n'])
-    const { channel } = await start(arch)
-    expect(channel.info).toEqual({ protocol: '1', arch })
+    expect([version.status, version.stdout]).toEqual([0, 'dsh-relay 2\n'])
+    const { channel, child } = await start(arch)
+    // This process's namespaces: the relay was started in them.
+    expect(channel.info).toEqual({ protocol: '2', arch, pid: child.pid, netns: readlinkSync('/proc/self/ns/net'), userns: readlinkSync('/proc/self/ns/user') })
     expect(channel.alive).toBe(true)
     channel.close()
     expect(await channel.closed).toBeUndefined()

@@ -13,7 +13,12 @@
  * the client (a message on stderr, exit status 2), and sends none (its largest are D frames of
  * DATA_CHUNK, 64 KiB). A payload of "fields" is a sequence of (u32 length, bytes).
  *
- * Relay -> client, first frame: H id 0, fields "dsh-relay", PROTOCOL ("1"), ARCH (uname -m).
+ * Relay -> client, first frame: H id 0, fields "dsh-relay", PROTOCOL ("2"), ARCH (uname -m), PID
+ *   (its pid where it was started, decimal), NETNS and USERNS (readlink of /proc/self/ns/net and
+ *   /ns/user, `net:[INODE]`; empty when unreadable): the network namespace its listeners and
+ *   connects live in, which programs join to reach them (an SSH world's confined programs, by
+ *   nsenter(1) to PID: src/sandbox/bwrap.ts), and the user namespace that owns it. Version 2
+ *   added PID, NETNS and USERNS.
  * Client -> relay:
  *   L id=LISTENER (1..0x7fffffff) fields HOST (an IPv4 or IPv6 literal), PORT (decimal, 0 = any)
  *     -> K id=LISTENER fields BOUND_PORT, or E id=LISTENER fields ERRNO_NAME, MESSAGE
@@ -73,7 +78,7 @@
 #include "launched.h"
 #include "world-arch.h"
 
-#define PROTOCOL "1"
+#define PROTOCOL "2"
 #define MAX_FRAME (1u << 20)
 #define WINDOW (256u * 1024u)
 #define DATA_CHUNK (64u * 1024u)
@@ -187,21 +192,38 @@ static void send_frame(uint32_t id, char code, const void *payload, size_t lengt
 }
 
 /* A frame of up to three string fields (NULL ends them early). */
-static void send_fields(uint32_t id, char code, const char *a, const char *b, const char *c) {
-  const char *fields[3] = { a, b, c };
+/* A frame of `count` fields (the first NULL one ends them). */
+static void send_field_list(uint32_t id, char code, const char *const *fields, int count) {
   size_t length = 0;
-  for (int i = 0; i < 3 && fields[i] != NULL; i++) length += 4 + strlen(fields[i]);
+  for (int i = 0; i < count && fields[i] != NULL; i++) length += 4 + strlen(fields[i]);
   out_reserve(9 + length);
   unsigned char *at = out + out_end;
   header_at(at, (uint32_t)length, id, code);
   at += 9;
-  for (int i = 0; i < 3 && fields[i] != NULL; i++) {
+  for (int i = 0; i < count && fields[i] != NULL; i++) {
     size_t n = strlen(fields[i]);
     put32(at, (uint32_t)n);
     memcpy(at + 4, fields[i], n);
     at += 4 + n;
   }
   out_end += 9 + length;
+}
+
+static void send_fields(uint32_t id, char code, const char *a, const char *b, const char *c) {
+  const char *fields[3] = { a, b, c };
+  send_field_list(id, code, fields, 3);
+}
+
+/* The hello: who this is, and the namespaces its sockets live in (see the top). */
+static void send_hello(void) {
+  char pid[24], net[64] = "", user[64] = "";
+  snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  ssize_t n = readlink("/proc/self/ns/net", net, sizeof net - 1);
+  net[n > 0 ? n : 0] = 0;
+  n = readlink("/proc/self/ns/user", user, sizeof user - 1);
+  user[n > 0 ? n : 0] = 0;
+  const char *fields[6] = { "dsh-relay", PROTOCOL, ARCH, pid, net, user };
+  send_field_list(0, 'H', fields, 6);
 }
 
 static void send_credit(uint32_t id, uint32_t bytes) {
@@ -633,7 +655,7 @@ int main(int argc, char **argv) {
   fcntl(1, F_SETPIPE_SZ, 1 << 20);
   in = malloc(IN_CAPACITY);
   if (in == NULL) die(3, "out of memory for the input buffer");
-  send_fields(0, 'H', "dsh-relay", PROTOCOL, ARCH);
+  send_hello();
 
   struct pollfd *fds = NULL;
   size_t fds_capacity = 0;

@@ -7,7 +7,8 @@
  * payload, at most {@link MAX_FRAME_BYTES} in either direction. A payload of fields is a
  * sequence of (u32 length, bytes). Client to relay: `L` listen (HOST, PORT), `U` stop
  * listening, `C` connect (HOST, PORT), `D` data, `F` end of sending, `X` abort, `W` credit (u32).
- * Relay to client: the first frame `H` (hello: "dsh-relay", protocol, arch), `A` accepted
+ * Relay to client: the first frame `H` (hello: "dsh-relay", protocol, arch, pid, the
+ * `net:[INODE]` and `user:[INODE]` of the namespaces it runs in), `A` accepted
  * (LISTENER, PEER_HOST, PEER_PORT; the relay's stream ids have {@link ACCEPTED_ID_BIT} set),
  * `K` ok, `E` error (ERRNO_NAME, MESSAGE), `D`, `F`, `X` (ERRNO_NAME, MESSAGE), `W`.
  * Each direction of each stream has a window of {@link RELAY_WINDOW_BYTES}, full at the start:
@@ -20,7 +21,7 @@ import { type Frame, FrameDecoder, MAX_FRAME_PAYLOAD_BYTES, decodeFields as deco
 export { FRAME_HEADER_BYTES, encodeFields } from '../../providers/remote/frames.ts'
 
 /** The protocol version this client speaks (the hello's second field; relay-net.c `PROTOCOL`). */
-export const RELAY_PROTOCOL_VERSION = '1'
+export const RELAY_PROTOCOL_VERSION = '2'
 
 /** The first field of the relay's hello. */
 export const RELAY_HELLO_NAME = 'dsh-relay'

@@ -237,6 +237,20 @@ interface ListenerEntry {
   pending: { resolve(listener: RelayListener): void; reject(error: Error): void } | undefined
 }
 
+/** What the relay's hello says (relay-net.c). */
+export interface RelayInfo {
+  /** Its protocol version ({@link RELAY_PROTOCOL_VERSION}). */
+  protocol: string
+  /** `uname -m` of its build (`x86_64`, `aarch64`). */
+  arch: string
+  /** Its pid in the pid namespace it was started from (0 when it did not say). */
+  pid: number
+  /** The network namespace its listeners and connects live in, `net:[INODE]` (empty when unreadable). */
+  netns: string
+  /** The user namespace it runs in, `user:[INODE]` (empty when unreadable). */
+  userns: string
+}
+
 /** How long {@link RelayChannel.open} waits for the hello (ms). */
 const HELLO_TIMEOUT_MS = 10_000
 
@@ -248,8 +262,8 @@ const HELLO_TIMEOUT_MS = 10_000
  * teardown.
  */
 export class RelayChannel {
-  /** The relay's hello: its protocol version and `uname -m` architecture (`x86_64`, `aarch64`). */
-  readonly info: { protocol: string; arch: string }
+  /** The relay's hello (see {@link RelayInfo}). */
+  readonly info: RelayInfo
   private readonly transport: RelayTransport
   private readonly where: string
   private readonly streams = new Map<number, RelayStream>()
@@ -263,7 +277,7 @@ export class RelayChannel {
   private readonly decoder: RelayFrameDecoder
   private readonly link: StreamLink
 
-  private constructor(transport: RelayTransport, decoder: RelayFrameDecoder, info: { protocol: string; arch: string }, where: string) {
+  private constructor(transport: RelayTransport, decoder: RelayFrameDecoder, info: RelayInfo, where: string) {
     this.transport = transport
     this.decoder = decoder
     this.info = info
@@ -307,7 +321,7 @@ export class RelayChannel {
         }
         cleanup()
         transport.stdout.off('data', onData)
-        opened = new RelayChannel(transport, decoder, { protocol: fields[1], arch: fields[2] ?? 'unknown' }, where)
+        opened = new RelayChannel(transport, decoder, { protocol: fields[1], arch: fields[2] ?? 'unknown', pid: Number(fields[3] ?? 0), netns: fields[4] ?? '', userns: fields[5] ?? '' }, where)
         resolve(opened)
       })
       const onData = (chunk: Buffer): void => {
