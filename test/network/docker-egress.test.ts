@@ -19,7 +19,7 @@ import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runti
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run } from '../sandbox/helpers.ts'
-import { FETCH, answerStartingWith, hostGet } from './helpers.ts'
+import { FETCH, answerStartingWith, bareRepository, hostGet, startHttpsServer, testCertificates } from './helpers.ts'
 
 /**
  * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
@@ -59,6 +59,9 @@ print(s.recv(100).decode())
 `
 
 let http: Server
+let https: Server | undefined
+let httpsPort = 0
+let repoDir: string
 let echo: NetServer
 let echoed = 0
 let httpPort = 0
@@ -91,6 +94,12 @@ beforeAll(async () => {
   writeFileSync(join(workspace.path, 'fetch.py'), FETCH)
   writeFileSync(join(workspace.path, 'tunnel.py'), TUNNEL)
   logDir = mkdtempSync(join(tmpdir(), 'dsh-egress-log-'))
+  // An HTTPS server of a test CA that the world is told to trust (ca.pem in its workspace), which
+  // also serves a git repository (git's dumb HTTP protocol).
+  const certificates = await testCertificates(IMAGE, 'allowed.test')
+  writeFileSync(join(workspace.path, 'ca.pem'), certificates.ca)
+  repoDir = mkdtempSync(join(tmpdir(), 'dsh-egress-repo-'))
+  ;({ server: https, port: httpsPort } = await startHttpsServer(certificates, await bareRepository(repoDir, 'hello from a repository on this machine')))
   world = await openWorld({
     runtime: DockerSubprocessRuntime,
     runtimeConfig: { image: IMAGE, workspace: { bind: workspace.path } },
@@ -100,7 +109,7 @@ beforeAll(async () => {
       allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`],
       deny: ['denied.test'],
       egress: [`6000:raw.test:${echoPort}`],
-      resolve: [`raw.test:${echoPort}:127.0.0.1`, `allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
+      resolve: [`raw.test:${echoPort}:127.0.0.1`, `allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${httpsPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
       egressLog: logFile(),
     },
   })
@@ -109,7 +118,9 @@ beforeAll(async () => {
 afterAll(async () => {
   await world?.dispose()
   http?.close()
+  https?.close()
   echo?.close()
+  if (repoDir !== undefined) rmSync(repoDir, { recursive: true, force: true })
   workspace?.remove()
   if (logDir !== undefined) rmSync(logDir, { recursive: true, force: true })
 })
@@ -228,6 +239,18 @@ describe('a relay that ends', () => {
     expect(answer).toBe(`200 hello /again via allowed.test:${httpPort}`)
     expect(world.network.proxyPort).toBe(port)
     expect(await run(terminal, 'echo "$HTTP_PROXY"')).toBe(`http://127.0.0.1:${port}`)
+    await terminal.close()
+  })
+})
+
+describe('HTTPS through the proxy, verified end to end', () => {
+  it('an HTTPS request and a git clone over HTTPS reach a server of a test CA the world trusts; without that CA the world\'s client refuses the server', async () => {
+    world.network.setRules({ allow: [`allowed.test:${httpsPort}`] })
+    const terminal = await world.open()
+    expect(await run(terminal, `SSL_CERT_FILE=/workspace/ca.pem python3 /workspace/fetch.py https://allowed.test:${httpsPort}/secure`)).toBe(`200 hello /secure via allowed.test:${httpsPort}`)
+    expect(await run(terminal, `GIT_SSL_CAINFO=/workspace/ca.pem git clone -q https://allowed.test:${httpsPort}/repo.git /tmp/clone 2>&1; git -C /tmp/clone log --format=%s`)).toBe('hello from a repository on this machine')
+    // The certificate is the server's own (nothing terminates TLS on the way): the system's roots do not know it.
+    expect(await run(terminal, `python3 /workspace/fetch.py https://allowed.test:${httpsPort}/secure`)).toBe('error URLError')
     await terminal.close()
   })
 })

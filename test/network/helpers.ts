@@ -1,9 +1,20 @@
 /**
- * Shared pieces of the egress suites (Docker and SSH worlds): the world's HTTP client and a GET
- * from this machine. Servers are this machine's 127.0.0.1 only.
+ * Shared pieces of the egress suites (Docker, swarm and SSH worlds): the world's HTTP client, a
+ * GET from this machine, and an HTTPS server with a test CA serving a git repository. Servers
+ * are this machine's 127.0.0.1 only.
  */
+import { execFile } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { get } from 'node:http'
+import { type Server as HttpsServer, createServer as createHttpsServer } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
+import { promisify } from 'node:util'
+
+const execFileAsync = promisify(execFile)
 
 /** The world's HTTP(S) client: prints `STATUS BODY`, or `error KIND` (python3 is in the image; urllib reads *_PROXY). */
 export const FETCH = `import sys, urllib.request, urllib.error
@@ -38,4 +49,75 @@ export async function answerStartingWith(prefix: string, attempt: () => Promise<
     answer = await attempt()
   }
   return answer
+}
+
+/** A test CA and a server certificate it signed for one host name (PEM texts). */
+export interface TestCertificates {
+  ca: string
+  key: string
+  cert: string
+}
+
+/**
+ * Make a CA and a certificate for `name` (subjectAltName DNS:name), signed by it, valid 2 days:
+ * openssl in a throwaway container of the project image (the host has no openssl of the
+ * project's), NetworkMode none.
+ */
+export async function testCertificates(image: string, name: string): Promise<TestCertificates> {
+  const dir = mkdtempSync(join(tmpdir(), 'dsh-test-ca-'))
+  try {
+    const script = [
+      'set -e',
+      'openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=dsh-remote-worlds-test-ca 2>/dev/null',
+      `openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=${name} 2>/dev/null`,
+      `printf 'subjectAltName=DNS:${name}\\nbasicConstraints=CA:FALSE\\n' > ext`,
+      'openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext 2>/dev/null',
+      'chmod 644 ca.pem server.key server.pem',
+    ].join('\n')
+    await execFileAsync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/out`, '-w', '/out', image, 'sh', '-c', script])
+    return { ca: readFileSync(join(dir, 'ca.pem'), 'utf8'), key: readFileSync(join(dir, 'server.key'), 'utf8'), cert: readFileSync(join(dir, 'server.pem'), 'utf8') }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * A bare git repository at `dir/repo.git` with one commit whose subject is `subject`, made with
+ * this machine's git, ready for git's dumb HTTP protocol (update-server-info): served as static
+ * files, `git clone https://HOST/repo.git` fetches it.
+ */
+export async function bareRepository(dir: string, subject: string): Promise<string> {
+  const source = join(dir, 'source')
+  const git = (...args: string[]): Promise<unknown> => execFileAsync('git', ['-c', 'user.name=dsh test', '-c', 'user.email=test@dsh.invalid', '-c', 'init.defaultBranch=main', ...args])
+  await git('init', '-q', source)
+  writeFileSync(join(source, 'README'), `${subject}\n`)
+  await git('-C', source, 'add', 'README')
+  await git('-C', source, 'commit', '-q', '-m', subject)
+  const bare = join(dir, 'repo.git')
+  await git('clone', '-q', '--bare', source, bare)
+  await git('-C', bare, 'update-server-info')
+  return bare
+}
+
+/**
+ * An HTTPS server on this machine's 127.0.0.1 with `certificates`: `/hello` answers
+ * `hello PATH via HOST`; `/repo.git/...` serves the files of `repository` (git's dumb protocol).
+ */
+export async function startHttpsServer(certificates: TestCertificates, repository: string): Promise<{ server: HttpsServer; port: number }> {
+  const server = createHttpsServer({ key: certificates.key, cert: certificates.cert }, (request, response) => {
+    const url = new URL(request.url ?? '/', 'https://host')
+    if (url.pathname.startsWith('/repo.git/')) {
+      const file = join(repository, url.pathname.slice('/repo.git/'.length))
+      if (!file.startsWith(`${repository}/`) || !existsSync(file) || !statSync(file).isFile()) {
+        response.writeHead(404).end()
+        return
+      }
+      response.end(readFileSync(file))
+      return
+    }
+    response.end(`hello ${request.url} via ${request.headers.host}`)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { server, port: (server.address() as AddressInfo).port }
 }
