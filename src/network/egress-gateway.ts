@@ -57,6 +57,9 @@ interface Decision {
   verdict: EgressVerdict
 }
 
+/** The world's process that opened a connection (the relay's answer; pid in the world's pid namespace). */
+export type EgressOrigin = NonNullable<EgressRecord['process']>
+
 /** Serves the proxy connections of one world (see the module comment). */
 export class EgressGateway {
   private readonly dial: Dial
@@ -69,7 +72,7 @@ export class EgressGateway {
    * Serve one connection the world's proxy port accepted. Never throws: whatever goes wrong
    * ends this connection (with an HTTP error while the world still reads one) and is logged.
    */
-  serve(world: Duplex): void {
+  serve(world: Duplex, origin?: EgressOrigin): void {
     let head: Buffer = Buffer.alloc(0)
     const timer = setTimeout(() => this.refuseHead(world, 408, 'Request Timeout', `no complete proxy request within ${this.options.headTimeoutMs ?? HEAD_TIMEOUT_MS} ms`), this.options.headTimeoutMs ?? HEAD_TIMEOUT_MS)
     const onError = (): void => { clearTimeout(timer) }
@@ -88,15 +91,15 @@ export class EgressGateway {
       const via = request.kind === 'connect' ? 'connect' : 'http'
       this.decide(request.host, request.port).then(decision => {
         if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
-          this.record(decision, via, 0, 0)
+          this.record(decision, via, 0, 0, undefined, origin)
           world.end(proxyResponse(403, 'Forbidden', `dsh-remote-worlds egress: refused ${formatAuthority(decision.host, decision.port)}: ${decision.verdict.reason}`))
           return
         }
         const first = request.kind === 'connect' ? rest : Buffer.concat([request.originForm, rest])
-        this.tunnel(world, decision, via, first, request.kind === 'connect')
+        this.tunnel(world, decision, via, first, request.kind === 'connect', origin)
       }, (error: unknown) => {
         const reason = error instanceof Error ? error.message : String(error)
-        this.record({ host: request.host, port: request.port, address: undefined, verdict: { verdict: 'deny', reason } }, via, 0, 0)
+        this.record({ host: request.host, port: request.port, address: undefined, verdict: { verdict: 'deny', reason } }, via, 0, 0, undefined, origin)
         world.end(proxyResponse(502, 'Bad Gateway', `dsh-remote-worlds egress: ${formatAuthority(request.host, request.port)}: ${reason}`))
       })
     }
@@ -111,18 +114,18 @@ export class EgressGateway {
    * no TLS check (the world names no host here: the forward does). A refusal, or a dial that
    * fails, closes the connection. Never throws.
    */
-  serveForward(world: Duplex, host: string, port: number): void {
+  serveForward(world: Duplex, host: string, port: number, origin?: EgressOrigin): void {
     world.pause()
     world.on('error', () => {})
     this.decide(host, port).then(decision => {
       if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
-        this.record(decision, 'forward', 0, 0)
+        this.record(decision, 'forward', 0, 0, undefined, origin)
         world.destroy()
         return
       }
-      this.tunnel(world, decision, 'forward', Buffer.alloc(0), false)
+      this.tunnel(world, decision, 'forward', Buffer.alloc(0), false, origin)
     }, (error: unknown) => {
-      this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0)
+      this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0, undefined, origin)
       world.destroy()
     })
   }
@@ -164,7 +167,7 @@ export class EgressGateway {
   }
 
   /** Dial an allowed connection and carry bytes both ways (steps 3 to 5). */
-  private tunnel(world: Duplex, decision: Decision, via: EgressRecord['via'], first: Buffer, connectMethod: boolean): void {
+  private tunnel(world: Duplex, decision: Decision, via: EgressRecord['via'], first: Buffer, connectMethod: boolean, origin: EgressOrigin | undefined): void {
     const upstream = this.dial(decision.address!, decision.port)
     let up = 0
     let down = 0
@@ -174,7 +177,7 @@ export class EgressGateway {
     let connected = false
     const settle = (): void => {
       settled += 1
-      if (settled === 2) this.record(refused === undefined ? decision : { ...decision, verdict: refused }, via, up, down, failure)
+      if (settled === 2) this.record(refused === undefined ? decision : { ...decision, verdict: refused }, via, up, down, failure, origin)
     }
     upstream.on('close', settle)
     world.on('close', settle)
@@ -277,10 +280,11 @@ export class EgressGateway {
     world.on('close', () => upstream.destroy())
   }
 
-  private record(decision: Decision, via: EgressRecord['via'], bytesUp: number, bytesDown: number, error?: string): void {
+  private record(decision: Decision, via: EgressRecord['via'], bytesUp: number, bytesDown: number, error: string | undefined, origin: EgressOrigin | undefined): void {
     this.options.log.record({
       time: new Date().toISOString(),
       world: this.options.world,
+      ...(origin !== undefined ? { process: origin } : {}),
       host: decision.host,
       ...(decision.address !== undefined ? { address: decision.address } : {}),
       port: decision.port,

@@ -40,7 +40,7 @@ import { type EgressForwardSpec, impliedAllowRule, parseEgressForward } from './
 import { EgressGateway } from './egress-gateway.ts'
 import { EgressLog } from './egress-log.ts'
 import { type ForwardSpec, type PortForward, parseForwardSpec, startPortForward } from './port-forward.ts'
-import { RelayChannel, type RelayStream } from './relay/relay-channel.ts'
+import { RelayChannel, type RelayPeer, type RelayStream } from './relay/relay-channel.ts'
 import { EgressResolver, parseResolveOverride } from './resolve.ts'
 import { findNamespaceMember } from './shared-namespace.ts'
 import { type EgressPolicy, LivePolicy, type NetworkMode, parsePolicy } from './rules.ts'
@@ -147,8 +147,8 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   await relay.channel()
   // Described once the world is open (a managed container has its id by then).
   const gateway = new EgressGateway({ world: owner.describe(), policy: live, resolver: new EgressResolver(overrides), log })
-  const port = await relay.serve('127.0.0.1', 0, stream => gateway.serve(stream))
-  for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, stream => gateway.serveForward(stream, spec.host, spec.port))
+  const port = await relay.serve('127.0.0.1', 0, (stream, peer) => gateway.serve(stream, peer.process))
+  for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, (stream, peer) => gateway.serveForward(stream, spec.host, spec.port, peer.process))
   owner.setWorldVariables(proxyVariables(port))
   return withForwards(networkOf(live, log, port, egress, relay), forwardSpecs)
 }
@@ -184,7 +184,7 @@ async function withForwards(network: WorldNetwork, specs: readonly ForwardSpec[]
  */
 class WorldRelay {
   private current: Promise<RelayChannel> | undefined
-  private readonly listeners: { host: string; port: number; onConnection: (stream: RelayStream) => void }[] = []
+  private readonly listeners: { host: string; port: number; onConnection: (stream: RelayStream, peer: RelayPeer) => void }[] = []
   private closed = false
   /** The namespaces of the last relay that ran in a shared namespace (its hello), to start the next one in. */
   private namespace: { netns: string; userns: string } | undefined
@@ -215,8 +215,8 @@ class WorldRelay {
    * in each relay started after it.
    * @returns the port (chosen by the world when PORT is 0).
    */
-  async serve(host: string, port: number, onConnection: (stream: RelayStream) => void): Promise<number> {
-    const listener = await (await this.channel()).listen(host, port, stream => onConnection(stream))
+  async serve(host: string, port: number, onConnection: (stream: RelayStream, peer: RelayPeer) => void): Promise<number> {
+    const listener = await (await this.channel()).listen(host, port, onConnection)
     this.listeners.push({ host, port: listener.port, onConnection })
     return listener.port
   }
@@ -251,7 +251,7 @@ class WorldRelay {
       channel.closed.then(() => { if (this.shared?.sandbox.joinedNetwork === channel.info.pid) this.shared.sandbox.joinNetwork(undefined) })
     }
     // Listeners of an earlier relay listen again where they were.
-    for (const { host, port, onConnection } of this.listeners) await channel.listen(host, port, stream => onConnection(stream))
+    for (const { host, port, onConnection } of this.listeners) await channel.listen(host, port, onConnection)
     // Started again at the next need once it ends unasked: a proxy port without a relay refuses
     // its connections, so a lost relay is replaced at once while the world has listeners.
     channel.closed.then(() => { if (!this.closed && this.listeners.length > 0) setTimeout(() => { this.channel().catch(() => undefined) }, RELAY_RESTART_DELAY_MS) })

@@ -220,6 +220,10 @@ describe('a read-only Docker world with network allow', () => {
       { host: 'dsh-remote-worlds-doctor.invalid', port: 443, via: 'connect', verdict: 'deny', rule: undefined },
       { host: 'allowed.test', port: httpPort, via: 'connect', verdict: 'allow', rule: `allowed.test:${httpPort}` },
     ]))
+    // The world's process that opened each one, as the relay found it (/proc/net/tcp, then the fds): fetch.py's python3.
+    const fetched = records.find(record => record.via === 'http' && record.verdict === 'allow' && record.host === 'allowed.test')!
+    expect((fetched.process as { command: string }).command).toBe('python3')
+    expect((fetched.process as { pid: number }).pid).toBeGreaterThan(1)
     // The tunnel's bytes: `ping` up and back.
     const tunnel = records.find(record => record.via === 'connect' && record.verdict === 'allow' && record.port === echoPort)!
     expect([tunnel.bytesUp, tunnel.bytesDown]).toEqual([4, 4])

@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { RELAY_WINDOW_BYTES } from '../../src/network/relay/protocol.ts'
-import { RelayChannel, RelayConnectError, RelayListenError, RelayStream, RelayStreamError } from '../../src/network/relay/relay-channel.ts'
+import { RelayChannel, RelayConnectError, RelayListenError, type RelayPeer, RelayStream, RelayStreamError } from '../../src/network/relay/relay-channel.ts'
 import { worldTool } from '../../src/providers/remote/world-tools/manifest.ts'
 import { ROOT } from '../helpers/built-package.ts'
 
@@ -141,7 +141,7 @@ describe.each(['x86_64', 'aarch64'] as const)('the %s build of dsh-relay', arch 
   it('listens on port 0, gives each accepted connection as a stream, and carries bytes and half-closes both ways', async () => {
     const { channel } = await start(arch)
     try {
-      const accepted = Promise.withResolvers<{ stream: RelayStream; peer: { host: string; port: number }; received: Promise<Buffer> }>()
+      const accepted = Promise.withResolvers<{ stream: RelayStream; peer: RelayPeer; received: Promise<Buffer> }>()
       const listener = await channel.listen(LOOPBACK, 0, (stream, peer) => {
         stream.on('error', accepted.reject)
         accepted.resolve({ stream, peer, received: collect(stream) })
@@ -151,7 +151,8 @@ describe.each(['x86_64', 'aarch64'] as const)('the %s build of dsh-relay', arch 
       const clientReceived = collect(client)
       const clientClosed = once(client, 'close')
       const { stream, peer, received } = await accepted.promise
-      expect(peer).toEqual({ host: LOOPBACK, port: client.localPort })
+      // The process at the other end is this one (the relay reads /proc/net/tcp and the holders' fds).
+      expect(peer).toEqual({ host: LOOPBACK, port: client.localPort, process: { pid: process.pid, command: readFileSync('/proc/self/comm', 'utf8').trim() } })
       expect(stream.id >>> 31).toBe(1)
       const streamClosed = once(stream, 'close')
       // The world's client speaks and ends its sending; the stream reads it all, then its end.

@@ -232,9 +232,18 @@ interface PendingConnect {
 interface ListenerEntry {
   host: string
   port: number
-  onConnection: (stream: RelayStream, peer: { host: string; port: number }) => void
+  onConnection: (stream: RelayStream, peer: RelayPeer) => void
   /** Until the relay answered the `L`. */
   pending: { resolve(listener: RelayListener): void; reject(error: Error): void } | undefined
+}
+
+/** The other end of a connection the relay accepted. */
+export interface RelayPeer {
+  /** Its address and port, as the world's socket sees them. */
+  host: string
+  port: number
+  /** The world's process holding it, where the relay can tell (relay-net.c peer-process.c): pid in the world's pid namespace, and its comm. */
+  process?: { pid: number; command?: string }
 }
 
 /** What the relay's hello says (relay-net.c). */
@@ -383,7 +392,7 @@ export class RelayChannel {
    * @throws RelayListenError for the relay's refusal (`code` the errno name: `EADDRINUSE`,
    *   `EACCES`, `EINVAL`); the channel's error once it ended.
    */
-  listen(host: string, port: number, onConnection: (stream: RelayStream, peer: { host: string; port: number }) => void): Promise<RelayListener> {
+  listen(host: string, port: number, onConnection: (stream: RelayStream, peer: RelayPeer) => void): Promise<RelayListener> {
     if (this.ended) return Promise.reject(this.failure ?? new RelayChannelClosedError(this.where))
     const id = this.takeId(this.listeners)
     return new Promise<RelayListener>((resolve, reject) => {
@@ -466,7 +475,7 @@ export class RelayChannel {
         return
       }
       case 'A': {
-        const [listenerId, host, port] = decodeTextFields(payload)
+        const [listenerId, host, port, pid, command] = decodeTextFields(payload)
         if ((id & ACCEPTED_ID_BIT) === 0 || this.streams.has(id)) throw new RelayProtocolError(`the relay accepted a connection with id ${id} (taken, or without the accepted bit)`)
         const listener = this.listeners.get(Number(listenerId))
         if (listener === undefined || listener.pending !== undefined) {
@@ -476,7 +485,8 @@ export class RelayChannel {
         }
         const stream = this.newStream(id)
         try {
-          listener.onConnection(stream, { host: host ?? '', port: Number(port) })
+          const process = pid !== undefined && /^[1-9]\d*$/.test(pid) ? { pid: Number(pid), ...(command !== undefined && command !== '' ? { command } : {}) } : undefined
+          listener.onConnection(stream, { host: host ?? '', port: Number(port), ...(process !== undefined ? { process } : {}) })
         } catch (error) {
           stream.destroy(error as Error)
         }
