@@ -52,7 +52,7 @@ const { values: args } = parseArgs({
     swarm: { type: 'boolean', default: true },
     // The persistence family (held shells, issue 22) of the remote worlds: on unless --no-persistence.
     persistence: { type: 'boolean', default: true },
-    // The egress family (issue 34: the docker world's proxy and forwarded port, on a confined world of its own): on unless --no-egress.
+    // The egress family (issue 34: the docker and ssh worlds' proxy and forwarded port, each on a confined world of its own): on unless --no-egress.
     egress: { type: 'boolean', default: true },
     // The same run on an earlier commit too, interleaved, with each row's ratio (bench/against.ts):
     // `pinned` is bench/baseline-commit.txt's commit.
@@ -103,13 +103,13 @@ interface Sections {
   swarm: boolean
   /** The persistence family (bench/rows/persistence.ts) of the remote worlds. */
   persistence: boolean
-  /** The egress family (bench/rows/egress.ts), with the docker world's rows, after its raw transport rows. */
+  /** The egress family (bench/rows/egress.ts), with the docker and ssh worlds' rows, after their raw transport rows. */
   egress: boolean
 }
 
 /**
  * Measure one world: warm-up, `runs` lifecycle runs, inspect rows, spawn rows, when `scale`
- * the scale family, world-specific rows, the raw transport rows, when `egress` the docker
+ * the scale family, world-specific rows, the raw transport rows, when `egress` the remote
  * world's egress family (on a confined world of its own), when `fs` the fs family (all on the
  * default composition), then the emulator rows, the pwsh rows and, when `memory`, the
  * memory section (on compositions of their own). With `fsOnly`: the raw transport rows and the
@@ -157,9 +157,9 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
         }
       }
       if (started.rawTransport !== undefined) for (const [metric, raw] of await started.rawTransport(runs)) samples.set(metric, raw)
-      // After the raw transport rows: the two 100 MB egress rows are divided by the raw dockerode row of the same run.
-      if (sections.egress && !sections.fsOnly && entry.world === 'docker') {
-        await egressRuns(IMAGE, runs, samples)
+      // After the raw transport rows: the two 100 MB egress rows are divided by the raw transport row of the same world and run.
+      if (sections.egress && !sections.fsOnly && entry.world !== 'local') {
+        await egressRuns(entry.world, IMAGE, runs, samples)
         console.error(`[bench] ${entry.world}: egress rows done`)
       }
       if (sections.fs) {

@@ -1,10 +1,13 @@
 /**
- * The egress family (issue 34, item 6): what a confined Docker world pays for its way out
- * (src/network/, docs/network.md), on a world of its own made as test/network/docker-egress.test.ts
- * makes one: a managed read-only container (NetworkMode none) with a host workspace folder owned
- * by uid 1000, `network: 'allow'` with rules naming this bench's servers, which this client's
- * resolver maps to 127.0.0.1 (`resolve`, as curl's --resolve). Every socket is on 127.0.0.1
- * (the world's own, or this machine's): no other address is ever dialed.
+ * The egress family (issue 34, item 6): what a confined world pays for its way out
+ * (src/network/, docs/network.md), on a world of its own made as the network suites make one:
+ * in Docker a managed read-only container (NetworkMode none) with a host workspace folder owned
+ * by uid 1000 (test/network/docker-egress.test.ts); over SSH a read-only world under bubblewrap
+ * on an sshd container where bubblewrap works, its programs in the relay's network namespace
+ * (test/network/ssh-egress.test.ts). Both with `network: 'allow'` and rules naming this bench's
+ * servers, which this client's resolver maps to 127.0.0.1 (`resolve`, as curl's --resolve).
+ * Every socket is on 127.0.0.1 (the world's own, or this machine's): no other address is ever
+ * dialed.
  *
  * - `direct loopback connect`, `egress connect (allowed)`: ONE python3 process in the world
  *   (process start would dominate a process per sample) serves a listener on the world's own
@@ -19,10 +22,12 @@
  * - `forwarded port 100 MB`: `world.network.forward('0:PORT')` to a python3 server on the
  *   world's 127.0.0.1 that writes 100 MiB per connection and closes; this client connects to the
  *   forward and reads to the end (connect to end, timed here).
- * The report divides the two 100 MB rows' MB/s by the raw dockerode exec row's of the same run
- * (bench/report.ts) and the connect row's median by the direct one's.
+ * The report divides the two 100 MB rows' MB/s by the raw transport row's of the same world and
+ * run (raw dockerode exec, raw ssh2 exec; bench/report.ts) and the connect row's median by the
+ * direct one's.
  * @module bench/rows/egress
  */
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { type AddressInfo, type Server, type Socket, connect, createServer } from 'node:net'
@@ -32,6 +37,8 @@ import type { Context } from '@deepseek-ai/cordis'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { MANAGED_LABEL } from '../../src/providers/docker/docker-world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
+import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
+import { BWRAP_CAPABLE, startSshdWorld } from '../../test/helpers/sshd-world.ts'
 import { STDOUT_THROUGHPUT_BYTES, type SampleTable, pushSample, withTimeout } from '../timing.ts'
 
 export const DIRECT_CONNECT_METRIC = 'direct loopback connect'
@@ -173,31 +180,94 @@ async function listenLoopback(onConnection: (socket: Socket) => void): Promise<{
   return { server, port: (server.address() as AddressInfo).port }
 }
 
-/** Resolves at the socket's next 'drain' or 'close', whichever comes first (both listeners removed). */
-function drainOrClose(socket: Socket): Promise<void> {
-  return new Promise(resolve => {
-    const done = (): void => {
-      socket.off('drain', done)
-      socket.off('close', done)
-      resolve()
+/**
+ * The download's server, on this machine's 127.0.0.1, in a Node process of its own (as a real
+ * server is: this process carries the world's side of the tunnel, and must not also make the
+ * bytes): each connection gets `bytes` zeros once it sent its first line, then the end.
+ */
+async function zeroServer(bytes: number): Promise<{ port: number; stop(): void }> {
+  const script = `const net = require('node:net')
+const block = Buffer.alloc(1 << 20)
+const server = net.createServer({ noDelay: true }, socket => {
+  socket.on('error', () => {})
+  socket.once('data', () => {
+    let left = ${bytes}
+    const pump = () => {
+      while (left > 0) {
+        const part = left >= block.length ? block : block.subarray(0, left)
+        left -= part.length
+        if (!socket.write(part)) { socket.once('drain', pump); return }
+      }
+      socket.end()
     }
-    socket.on('drain', done)
-    socket.on('close', done)
+    pump()
   })
+})
+server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'))`
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const [line] = await withTimeout(once(child.stdout!, 'data') as Promise<[Buffer]>, 'the download server')
+  return { port: Number(line.toString('utf8').trim()), stop: () => { child.kill() } }
 }
 
-/** Write `bytes` zeros to `socket` (honouring backpressure), then end it. */
-async function writeZeros(socket: Socket, bytes: number): Promise<void> {
-  const block = Buffer.alloc(1 << 20)
-  for (let left = bytes; left > 0 && !socket.destroyed; left -= block.length) {
-    if (!socket.write(left >= block.length ? block : block.subarray(0, left))) await drainOrClose(socket)
+/** The bench's confined world with its scripts in `dir` (a folder of the world). */
+interface EgressWorld {
+  world: RemoteWorld
+  dir: string
+  dispose(): Promise<void>
+}
+
+/** The scripts the rows run in the world, by file name. */
+const SCRIPTS = [['egress-connect.py', CONNECT_PY], ['egress-download.py', DOWNLOAD_PY], ['egress-serve.py', SERVE_PY]] as const
+
+/** A managed read-only container with a host workspace at /workspace holding the scripts. */
+async function dockerEgressWorld(image: string, network: { allow: string[]; resolve: string[] }): Promise<EgressWorld> {
+  const workspace = hostWorkspace()
+  try {
+    for (const [name, text] of SCRIPTS) writeFileSync(join(workspace.path, name), text)
+    const world = await openWorld({ runtime: EgressDockerRuntime, runtimeConfig: { image, workspace: { bind: workspace.path } }, mode: 'read-only', workspaceRoot: '/workspace', network })
+    return { world, dir: '/workspace', dispose: async () => { await world.dispose().finally(() => workspace.remove()) } }
+  } catch (error) {
+    workspace.remove()
+    throw error
   }
-  socket.end()
 }
 
-/** Run python3 `script` in the world (ONE process) and return its stdout lines. */
-async function runInWorld(world: RemoteWorld, script: string, args: readonly string[], what: string): Promise<string[]> {
-  const handle = world.runtime.spawn({ argv: ['python3', `/workspace/${script}`, ...args], cwd: '/workspace', graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
+/** The SSH world's workspace, on the sshd container. */
+const SSH_WORKSPACE = '/dsh-ws'
+
+/** A read-only SSH world under bubblewrap, on an sshd container of its own where bubblewrap works, the scripts in its workspace. */
+async function sshEgressWorld(image: string, network: { allow: string[]; resolve: string[] }): Promise<EgressWorld> {
+  const sshd = await startSshdWorld([{}], { image, hostConfig: BWRAP_CAPABLE })
+  try {
+    const files = SCRIPTS.map(([name, text]) => `printf %s '${Buffer.from(text).toString('base64')}' | base64 -d > ${SSH_WORKSPACE}/${name}`).join(' && ')
+    const made = await sshd.exec(['sh', '-c', `mkdir -p ${SSH_WORKSPACE} && ${files} && chown -R agent:agent ${SSH_WORKSPACE}`])
+    if (made.exitCode !== 0) throw new Error(`bench: the SSH egress world's workspace could not be made (exit ${made.exitCode})`)
+    const world = await openWorld({
+      runtime: SshSubprocessRuntime,
+      runtimeConfig: { target: `agent@127.0.0.1:${sshd.ports[0]}`, identity: sshd.clientKeyFile, knownHosts: sshd.knownHostsFile, sshConfig: false, agent: false },
+      mode: 'read-only',
+      workspaceRoot: SSH_WORKSPACE,
+      network,
+    })
+    return { world, dir: SSH_WORKSPACE, dispose: async () => { await world.dispose().finally(() => sshd.stop()) } }
+  } catch (error) {
+    await sshd.stop()
+    throw error
+  }
+}
+
+/**
+ * `argv` as the world's confined programs run it (`ctx.sandbox.confine`, as DSH's tools ask):
+ * over SSH that puts it in the relay's network namespace, where the proxy port is.
+ */
+function confined({ world, dir }: EgressWorld, argv: readonly string[]): string[] {
+  return [...world.ctx.sandbox.confine(argv, { mode: 'read-only', workspaceRoot: dir }).argv]
+}
+
+/** Run python3 `script` in the world (ONE process, confined) and return its stdout lines. */
+async function runInWorld(egress: EgressWorld, script: string, args: readonly string[], what: string): Promise<string[]> {
+  const { world, dir } = egress
+  const handle = world.runtime.spawn({ argv: confined(egress, ['python3', `${dir}/${script}`, ...args]), cwd: dir, graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
   let out = ''
   let err = ''
   handle.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString('utf8') })
@@ -209,50 +279,42 @@ async function runInWorld(world: RemoteWorld, script: string, args: readonly str
 }
 
 /**
- * Measure the egress rows into `samples` on a world of their own (opened and disposed here).
- * @param image - the world image (python3 in it).
+ * Measure the egress rows of `kind` into `samples` on a world of their own (opened and disposed here).
+ * @param image - the world image (python3 in it; over SSH, the sshd container's).
  * @throws Error when a download delivers anything but the payload, or a world step fails.
  */
-export async function egressRuns(image: string, runs: number, samples: SampleTable): Promise<void> {
+export async function egressRuns(kind: 'docker' | 'ssh', image: string, runs: number, samples: SampleTable): Promise<void> {
   // This machine's servers, on 127.0.0.1: the CONNECT target (holds the tunnel), the download.
   const holder = await listenLoopback(socket => socket.resume())
-  const download = await listenLoopback(socket => {
-    socket.once('data', () => { void writeZeros(socket, STDOUT_THROUGHPUT_BYTES) })
-  })
-  const workspace = hostWorkspace()
-  let world: RemoteWorld | undefined
+  const download = await zeroServer(STDOUT_THROUGHPUT_BYTES)
+  let egress: EgressWorld | undefined
   try {
-    for (const [name, text] of [['egress-connect.py', CONNECT_PY], ['egress-download.py', DOWNLOAD_PY], ['egress-serve.py', SERVE_PY]] as const) writeFileSync(join(workspace.path, name), text)
-    world = await openWorld({
-      runtime: EgressDockerRuntime,
-      runtimeConfig: { image, workspace: { bind: workspace.path } },
-      mode: 'read-only',
-      workspaceRoot: '/workspace',
-      network: {
-        allow: [`allowed.test:${holder.port}`, `allowed.test:${download.port}`],
-        resolve: [`allowed.test:${holder.port}:127.0.0.1`, `allowed.test:${download.port}:127.0.0.1`],
-      },
-    })
+    const network = {
+      allow: [`allowed.test:${holder.port}`, `allowed.test:${download.port}`],
+      resolve: [`allowed.test:${holder.port}:127.0.0.1`, `allowed.test:${download.port}:127.0.0.1`],
+    }
+    egress = kind === 'docker' ? await dockerEgressWorld(image, network) : await sshEgressWorld(image, network)
+    const { world, dir } = egress
     const proxy = String(world.network.proxyPort)
 
-    const connects = await runInWorld(world, 'egress-connect.py', [proxy, `allowed.test:${holder.port}`, String(CONNECT_WARMUP + Math.max(runs, CONNECT_SAMPLES))], EGRESS_CONNECT_METRIC)
+    const connects = await runInWorld(egress, 'egress-connect.py', [proxy, `allowed.test:${holder.port}`, String(CONNECT_WARMUP + Math.max(runs, CONNECT_SAMPLES))], EGRESS_CONNECT_METRIC)
     for (const line of connects.slice(CONNECT_WARMUP)) {
       const [direct, egress] = line.split(' ').map(Number)
       pushSample(samples, DIRECT_CONNECT_METRIC, { ms: direct! })
       pushSample(samples, EGRESS_CONNECT_METRIC, { ms: egress! })
     }
-    console.error(`[bench] docker: egress connect rows done`)
+    console.error(`[bench] ${kind}: egress connect rows done`)
 
     const throughputRuns = Math.min(runs, MAX_THROUGHPUT_RUNS)
-    const downloads = await runInWorld(world, 'egress-download.py', [proxy, `allowed.test:${download.port}`, String(1 + throughputRuns)], EGRESS_DOWNLOAD_METRIC)
+    const downloads = await runInWorld(egress, 'egress-download.py', [proxy, `allowed.test:${download.port}`, String(1 + throughputRuns)], EGRESS_DOWNLOAD_METRIC)
     for (const [index, line] of downloads.entries()) {
       const [ms, bytes] = line.split(' ').map(Number)
       if (bytes !== STDOUT_THROUGHPUT_BYTES) throw new Error(`bench: ${EGRESS_DOWNLOAD_METRIC} delivered ${bytes} bytes, expected ${STDOUT_THROUGHPUT_BYTES}`)
       if (index > 0) pushSample(samples, EGRESS_DOWNLOAD_METRIC, { ms: ms! })
     }
-    console.error(`[bench] docker: egress download row done`)
+    console.error(`[bench] ${kind}: egress download row done`)
 
-    const server = world.runtime.spawn({ argv: ['python3', '/workspace/egress-serve.py', String(STDOUT_THROUGHPUT_BYTES)], cwd: '/workspace', graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
+    const server = world.runtime.spawn({ argv: confined(egress, ['python3', `${dir}/egress-serve.py`, String(STDOUT_THROUGHPUT_BYTES)]), cwd: dir, graceMs: 1_000, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } })
     server.stderr!.resume()
     try {
       const [portLine] = await withTimeout(once(server.stdout!, 'data') as Promise<[Buffer]>, 'the world\'s python3 server')
@@ -276,11 +338,10 @@ export async function egressRuns(image: string, runs: number, samples: SampleTab
       server.terminate()
       await withTimeout(server.waitForExit(), 'the world\'s python3 server exit').catch(() => undefined)
     }
-    console.error(`[bench] docker: forwarded port row done`)
+    console.error(`[bench] ${kind}: forwarded port row done`)
   } finally {
-    await world?.dispose()
+    await egress?.dispose()
     holder.server.close()
-    download.server.close()
-    workspace.remove()
+    download.stop()
   }
 }

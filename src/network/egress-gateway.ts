@@ -57,8 +57,14 @@ interface Decision {
   verdict: EgressVerdict
 }
 
-/** The world's process that opened a connection (the relay's answer; pid in the world's pid namespace). */
-export type EgressOrigin = NonNullable<EgressRecord['process']>
+/**
+ * The world's process that opened a connection, as far as known when its record is written
+ * (the relay says it just after accepting; pid in the world's pid namespace).
+ */
+export type EgressOrigin = () => EgressRecord['process']
+
+/** How long a refusal's record waits for the relay to name the process that asked (ms; see recordRefusal). */
+const ORIGIN_WAIT_MS = 500
 
 /** Serves the proxy connections of one world (see the module comment). */
 export class EgressGateway {
@@ -91,7 +97,7 @@ export class EgressGateway {
       const via = request.kind === 'connect' ? 'connect' : 'http'
       this.decide(request.host, request.port).then(decision => {
         if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
-          this.record(decision, via, 0, 0, undefined, origin)
+          this.recordRefusal(world, origin, () => this.record(decision, via, 0, 0, undefined, origin))
           world.end(proxyResponse(403, 'Forbidden', `dsh-remote-worlds egress: refused ${formatAuthority(decision.host, decision.port)}: ${decision.verdict.reason}`))
           return
         }
@@ -99,7 +105,7 @@ export class EgressGateway {
         this.tunnel(world, decision, via, first, request.kind === 'connect', origin)
       }, (error: unknown) => {
         const reason = error instanceof Error ? error.message : String(error)
-        this.record({ host: request.host, port: request.port, address: undefined, verdict: { verdict: 'deny', reason } }, via, 0, 0, undefined, origin)
+        this.recordRefusal(world, origin, () => this.record({ host: request.host, port: request.port, address: undefined, verdict: { verdict: 'deny', reason } }, via, 0, 0, undefined, origin))
         world.end(proxyResponse(502, 'Bad Gateway', `dsh-remote-worlds egress: ${formatAuthority(request.host, request.port)}: ${reason}`))
       })
     }
@@ -119,15 +125,39 @@ export class EgressGateway {
     world.on('error', () => {})
     this.decide(host, port).then(decision => {
       if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
-        this.record(decision, 'forward', 0, 0, undefined, origin)
+        this.recordRefusal(world, origin, () => this.record(decision, 'forward', 0, 0, undefined, origin))
         world.destroy()
         return
       }
       this.tunnel(world, decision, 'forward', Buffer.alloc(0), false, origin)
     }, (error: unknown) => {
-      this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0, undefined, origin)
+      this.recordRefusal(world, origin, () => this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0, undefined, origin))
       world.destroy()
     })
+  }
+
+  /**
+   * Log a connection refused at once when its origin is known: the relay names the process a
+   * moment after it accepted (its `P` frame, world/relay-net/peer-process.c), and a refusal can
+   * be faster. Written when the origin comes, the stream closes, or {@link ORIGIN_WAIT_MS} passed.
+   */
+  private recordRefusal(world: Duplex, origin: EgressOrigin | undefined, write: () => void): void {
+    if (origin === undefined || origin() !== undefined) {
+      write()
+      return
+    }
+    let written = false
+    const done = (): void => {
+      if (written) return
+      written = true
+      clearTimeout(timer)
+      world.off('origin', done)
+      world.off('close', done)
+      write()
+    }
+    const timer = setTimeout(done, ORIGIN_WAIT_MS)
+    world.once('origin', done)
+    world.once('close', done)
   }
 
   /** Answer a request that never became a connection, and log it. */
@@ -284,7 +314,7 @@ export class EgressGateway {
     this.options.log.record({
       time: new Date().toISOString(),
       world: this.options.world,
-      ...(origin !== undefined ? { process: origin } : {}),
+      ...(origin?.() !== undefined ? { process: origin()! } : {}),
       host: decision.host,
       ...(decision.address !== undefined ? { address: decision.address } : {}),
       port: decision.port,

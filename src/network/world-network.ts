@@ -147,8 +147,8 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   await relay.channel()
   // Described once the world is open (a managed container has its id by then).
   const gateway = new EgressGateway({ world: owner.describe(), policy: live, resolver: new EgressResolver(overrides), log })
-  const port = await relay.serve('127.0.0.1', 0, (stream, peer) => gateway.serve(stream, peer.process))
-  for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, (stream, peer) => gateway.serveForward(stream, spec.host, spec.port, peer.process))
+  const port = await relay.serve('127.0.0.1', 0, stream => gateway.serve(stream, () => stream.origin))
+  for (const spec of egress) await relay.serve('127.0.0.1', spec.worldPort, stream => gateway.serveForward(stream, spec.host, spec.port, () => stream.origin))
   owner.setWorldVariables(proxyVariables(port))
   return withForwards(networkOf(live, log, port, egress, relay), forwardSpecs)
 }

@@ -1,12 +1,14 @@
 /*
  * The process at the other end of an accepted loopback connection (peer-process.h).
  *
- * Facts relied on (proc(5)): /proc/net/tcp lists the TCP sockets of the reader's network
- * namespace, one per line: `sl: LOCAL REMOTE st tx:rx tr:when retrnsmt uid timeout inode ...`,
- * each address `%08X:%04X`, the IPv4 address as the kernel's __be32 printed as a number (so the
- * value in this host's byte order equals sin_addr.s_addr read as a uint32_t) and the port in host
- * order. The peer's socket is the line whose LOCAL is the peer's address and REMOTE the accepted
- * socket's own. Its inode names it in every holder's /proc/PID/fd as `socket:[INODE]`.
+ * The peer's socket is found by an exact sock_diag lookup (NETLINK_SOCK_DIAG, sock_diag(7)):
+ * one SOCK_DIAG_BY_FAMILY request naming the connection (the socket whose own address is the
+ * peer's and whose remote is the accepted socket's), answered with its inode. Not
+ * /proc/net/tcp: reading it walks the kernel's whole TCP hash table (5 ms here for a namespace
+ * holding one socket), which would sit in every connect of the world. The inode names the socket
+ * in every holder's /proc/PID/fd as `socket:[INODE]` (proc(5)). The structures are the kernel's
+ * uapi (linux/netlink.h, linux/inet_diag.h), spelled here because musl's headers carry no
+ * linux/ ones; ports and addresses in them are in network byte order.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -16,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "peer-process.h"
@@ -23,13 +27,25 @@
 /* fd links read at most per lookup: a world of thousands of open files costs a bounded pause. */
 #define MAX_PEER_LINKS 20000
 
-/* The inode of the TCP socket from `peer` to `local` (both IPv4), or 0. */
-static unsigned long socket_inode(const struct sockaddr_in *peer, const struct sockaddr_in *local) {
+/* linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h (uapi). */
+#define DIAG_NETLINK_SOCK_DIAG 4
+#define DIAG_SOCK_DIAG_BY_FAMILY 20
+#define DIAG_NLM_F_REQUEST 1
+#define DIAG_NO_COOKIE 0xffffffffu
+struct diag_nlmsghdr { uint32_t len; uint16_t type, flags; uint32_t seq, pid; };
+struct diag_sockid { uint16_t sport, dport; uint32_t src[4], dst[4]; uint32_t ifindex; uint32_t cookie[2]; };
+struct diag_req_v2 { uint8_t family, protocol, ext, pad; uint32_t states; struct diag_sockid id; };
+struct diag_msg { uint8_t family, state, timer, retrans; struct diag_sockid id; uint32_t expires, rqueue, wqueue, uid, inode; };
+
+/* The same from /proc/net/tcp (`sl: LOCAL REMOTE ... inode`, each address `%08X:%04X`: the
+ * kernel's __be32 printed as a number, so equal to s_addr read in this host's byte order, and the
+ * port in host order): slow, so only where sock_diag is not there (qemu-user passes no
+ * NETLINK_SOCK_DIAG; some sandboxes refuse netlink). */
+static unsigned long socket_inode_from_table(const struct sockaddr_in *peer, const struct sockaddr_in *local) {
   FILE *table = fopen("/proc/net/tcp", "re");
   if (table == NULL) return 0;
   char line[512];
   unsigned long found = 0;
-  if (fgets(line, sizeof line, table) == NULL) { fclose(table); return 0; }
   while (found == 0 && fgets(line, sizeof line, table) != NULL) {
     unsigned int local_ip, local_port, remote_ip, remote_port;
     unsigned long inode;
@@ -39,6 +55,41 @@ static unsigned long socket_inode(const struct sockaddr_in *peer, const struct s
   }
   fclose(table);
   return found;
+}
+
+/* The inode of the TCP socket whose own address is `peer` and whose remote is `local` (both IPv4), or 0. */
+static unsigned long socket_inode(const struct sockaddr_in *peer, const struct sockaddr_in *local) {
+  int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, DIAG_NETLINK_SOCK_DIAG);
+  if (fd < 0) return socket_inode_from_table(peer, local);
+  /* Bounded: the kernel answers at once, but a lookup must never stall the relay. */
+  struct timeval bound = { 0, 200 * 1000 };
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  struct { struct diag_nlmsghdr head; struct diag_req_v2 req; } request;
+  memset(&request, 0, sizeof request);
+  request.head.len = sizeof request;
+  request.head.type = DIAG_SOCK_DIAG_BY_FAMILY;
+  request.head.flags = DIAG_NLM_F_REQUEST;
+  request.req.family = AF_INET;
+  request.req.protocol = IPPROTO_TCP;
+  request.req.states = 0xffffffffu;
+  request.req.id.sport = peer->sin_port;
+  request.req.id.dport = local->sin_port;
+  request.req.id.src[0] = peer->sin_addr.s_addr;
+  request.req.id.dst[0] = local->sin_addr.s_addr;
+  request.req.id.cookie[0] = request.req.id.cookie[1] = DIAG_NO_COOKIE;
+  struct sockaddr_nl_like { uint16_t family, pad; uint32_t pid, groups; } kernel = { AF_NETLINK, 0, 0, 0 };
+  unsigned long inode = 0;
+  if (sendto(fd, &request, sizeof request, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof request) {
+    union { struct diag_nlmsghdr head; unsigned char bytes[1024]; } reply;
+    ssize_t n = recv(fd, &reply, sizeof reply, 0);
+    if (n >= (ssize_t)(sizeof reply.head + sizeof(struct diag_msg)) && reply.head.type == DIAG_SOCK_DIAG_BY_FAMILY) {
+      struct diag_msg message;
+      memcpy(&message, reply.bytes + sizeof reply.head, sizeof message);
+      inode = message.inode;
+    }
+  }
+  close(fd);
+  return inode;
 }
 
 long peer_process(const struct sockaddr_storage *peer, const struct sockaddr_storage *local, char *comm, size_t comm_size) {

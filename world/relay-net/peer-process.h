@@ -10,7 +10,7 @@
 /*
  * The pid (in the relay's pid namespace) and comm of a process holding the socket at `peer`
  * (the address accept(2) gave) connected to `local` (the accepted socket's own address), or 0
- * when none can be told: not IPv4, no such line in /proc/net/tcp, or no process whose fds the
+ * when none can be told: not IPv4, no such socket (sock_diag), or no process whose fds the
  * relay may read holds it (another user's, a non-dumpable one). `comm` gets the name, "" if
  * unknown. Reads at most MAX_PEER_LINKS fd links.
  */

@@ -29,9 +29,11 @@
  *   the buffered bytes are written) | X id=STREAM: abort (SO_LINGER 0, a reset; no reply) |
  *   W id=STREAM payload u32 credit (bytes)
  * Relay -> client:
- *   A id=STREAM (0x80000000|n, chosen here) fields LISTENER (decimal), PEER_HOST, PEER_PORT,
- *     PID, COMM: a connection accepted on a listener, and the world's process at its other end
- *     where the relay can tell (peer-process.c; both empty when not). Version 2 added PID, COMM.
+ *   A id=STREAM (0x80000000|n, chosen here) fields LISTENER (decimal), PEER_HOST, PEER_PORT: a
+ *     connection accepted on a listener
+ *   P id=STREAM fields PID, COMM: the world's process at the other end of a connection it
+ *     accepted, right after its A, where the relay can tell (peer-process.c); none when not.
+ *     Version 2 added P.
  *   K / E replies above; D; F (the socket's peer ended its sending: read returned 0);
  *   X id=STREAM fields ERRNO_NAME, MESSAGE (a socket error or reset; the stream is gone); W.
  * Flow control: each direction of each stream has a window of WINDOW (256 KiB), full at the
@@ -636,15 +638,19 @@ static void accept_on(listener_t *l) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   add_stream(id, fd, OPEN);
-  char listener_text[16], host[INET6_ADDRSTRLEN], port[8], pid_text[24] = "", comm[64] = "";
+  char listener_text[16], host[INET6_ADDRSTRLEN], port[8];
   snprintf(listener_text, sizeof listener_text, "%u", (unsigned)l->id);
   address_text(&peer, host, sizeof host, port, sizeof port);
+  send_fields(id, 'A', listener_text, host, port);
+  /* Who connected, after the A: the client judges and dials meanwhile. */
+  out_flush();
   struct sockaddr_storage local;
   socklen_t local_len = sizeof local;
+  char pid_text[24], comm[64] = "";
   long pid = getsockname(fd, (struct sockaddr *)&local, &local_len) == 0 ? peer_process(&peer, &local, comm, sizeof comm) : 0;
-  if (pid > 0) snprintf(pid_text, sizeof pid_text, "%ld", pid);
-  const char *fields[5] = { listener_text, host, port, pid_text, comm };
-  send_field_list(id, 'A', fields, 5);
+  if (pid <= 0) return;
+  snprintf(pid_text, sizeof pid_text, "%ld", pid);
+  send_fields(id, 'P', pid_text, comm, NULL);
 }
 
 /* ---------- the loop ---------- */

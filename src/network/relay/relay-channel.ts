@@ -105,6 +105,13 @@ interface StreamLink {
 export class RelayStream extends Duplex {
   /** The stream's id on the wire (the relay's, with {@link ACCEPTED_ID_BIT}, for an accepted one). */
   readonly id: number
+  /**
+   * The world's process that opened an accepted stream, once the relay said (its `P` frame,
+   * right after the `A`; world/relay-net/peer-process.c): pid in the world's pid namespace and
+   * its comm. Undefined until then, and for good where the relay cannot tell. The stream emits
+   * `'origin'` when it is set.
+   */
+  origin: { pid: number; command?: string } | undefined
   private readonly link: StreamLink
   /** `D` bytes this side may still send. */
   private credit = RELAY_WINDOW_BYTES
@@ -237,13 +244,10 @@ interface ListenerEntry {
   pending: { resolve(listener: RelayListener): void; reject(error: Error): void } | undefined
 }
 
-/** The other end of a connection the relay accepted. */
+/** The other end of a connection the relay accepted: its address and port, as the world's socket sees them. */
 export interface RelayPeer {
-  /** Its address and port, as the world's socket sees them. */
   host: string
   port: number
-  /** The world's process holding it, where the relay can tell (relay-net.c peer-process.c): pid in the world's pid namespace, and its comm. */
-  process?: { pid: number; command?: string }
 }
 
 /** What the relay's hello says (relay-net.c). */
@@ -474,8 +478,18 @@ export class RelayChannel {
         stream.lose(new RelayStreamError(errno ?? 'EIO', `the relay reset stream ${id}: ${message ?? 'no reason given'}`))
         return
       }
+      case 'P': {
+        // Who opened a connection the relay accepted (after its A); a stream already gone is left.
+        const [pid, command] = decodeTextFields(payload)
+        const stream = this.streams.get(id)
+        if (stream !== undefined && pid !== undefined && /^[1-9]\d*$/.test(pid)) {
+          stream.origin = { pid: Number(pid), ...(command !== undefined && command !== '' ? { command } : {}) }
+          stream.emit('origin')
+        }
+        return
+      }
       case 'A': {
-        const [listenerId, host, port, pid, command] = decodeTextFields(payload)
+        const [listenerId, host, port] = decodeTextFields(payload)
         if ((id & ACCEPTED_ID_BIT) === 0 || this.streams.has(id)) throw new RelayProtocolError(`the relay accepted a connection with id ${id} (taken, or without the accepted bit)`)
         const listener = this.listeners.get(Number(listenerId))
         if (listener === undefined || listener.pending !== undefined) {
@@ -485,8 +499,7 @@ export class RelayChannel {
         }
         const stream = this.newStream(id)
         try {
-          const process = pid !== undefined && /^[1-9]\d*$/.test(pid) ? { pid: Number(pid), ...(command !== undefined && command !== '' ? { command } : {}) } : undefined
-          listener.onConnection(stream, { host: host ?? '', port: Number(port), ...(process !== undefined ? { process } : {}) })
+          listener.onConnection(stream, { host: host ?? '', port: Number(port) })
         } catch (error) {
           stream.destroy(error as Error)
         }
