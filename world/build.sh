@@ -38,7 +38,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 OUT="${DSH_WORLD_TOOLS_OUT:-$ROOT/dist/world-tools}"
 # The C programs, TOOL:FOLDER (the tool's name in dist/world-tools and in manifest.ts).
-PROGRAMS="dsh-fsd:fsd dsh-pty:dsh-pty dsh-relay:relay-net"
+PROGRAMS="dsh-fsd:fsd dsh-pty:dsh-pty dsh-relay:relay-net dsh-job:dsh-job"
 ARCHES="x86_64 aarch64"
 case $MODE in
   default|--all|--if-possible) ;;

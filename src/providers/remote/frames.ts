@@ -197,3 +197,35 @@ export class FrameDecoder {
     }
   }
 }
+
+/**
+ * The other frame shape of the world's C programs (dsh-pty's, world/dsh-pty/wire.h; dsh-job's,
+ * world/dsh-job/dsh-job.c): a 5-byte header (u8 code, u32 payload length, little-endian) and its
+ * payload. Splits a byte stream into them.
+ */
+export class CodedFrameSplitter {
+  private buffer: Buffer = Buffer.alloc(0)
+
+  /** @param maxPayload - the bound of one payload (bytes); a longer one is not the protocol. */
+  constructor(private readonly maxPayload: number, private readonly program: string) {}
+
+  /**
+   * Consume one chunk.
+   * @returns the frames it completed, in order (payloads are views of the stream's bytes).
+   * @throws RangeError for a payload past the bound (not `program` speaking).
+   */
+  push(chunk: Buffer): { code: number; payload: Buffer }[] {
+    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
+    const frames: { code: number; payload: Buffer }[] = []
+    let at = 0
+    while (this.buffer.length - at >= 5) {
+      const length = this.buffer.readUInt32LE(at + 1)
+      if (length > this.maxPayload) throw new RangeError(`${this.program} sent a frame of ${length} bytes (at most ${this.maxPayload}): the stream is not its protocol`)
+      if (this.buffer.length - at < 5 + length) break
+      frames.push({ code: this.buffer[at]!, payload: this.buffer.subarray(at + 5, at + 5 + length) })
+      at += 5 + length
+    }
+    this.buffer = at === this.buffer.length ? Buffer.alloc(0) : this.buffer.subarray(at)
+    return frames
+  }
+}

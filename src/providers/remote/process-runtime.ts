@@ -115,6 +115,7 @@ export class RemoteProcessSet {
     const handle = new RemoteProcessHandle(start)
     this.live.add(handle)
     const release = async (): Promise<void> => {
+      if (handle.released) return
       await handle.waitForExit()
       await handle.spillsSettled
       this.live.delete(handle)
@@ -123,6 +124,15 @@ export class RemoteProcessSet {
       // Kept: disposal retries the teardown.
     })
     return handle
+  }
+
+  /**
+   * The starts of held processes (process-holding.ts) not yet settled: the runtime's disposal
+   * lets them finish before it closes the world, so a background job started just before its
+   * client ended is in the world and recorded, not lost half started.
+   */
+  heldStarts(): Promise<unknown>[] {
+    return [...this.live].filter(handle => handle.holding !== undefined).map(handle => handle.whenStarted())
   }
 
   /** Number of processes whose tree is not yet known to be gone. */
@@ -135,6 +145,12 @@ export class RemoteProcessSet {
    * @returns the failures (empty when every tree exited).
    */
   async dispose(): Promise<unknown[]> {
+    // A held process (a background job that outlives its client) is let go, not ended.
+    for (const handle of this.live) {
+      if (handle.holding === undefined) continue
+      handle.release()
+      this.live.delete(handle)
+    }
     const handles = [...this.live]
     const outcomes = await Promise.allSettled(handles.map(async handle => {
       handle.terminate()

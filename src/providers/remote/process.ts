@@ -27,6 +27,7 @@ import { RemoteWorldError, SpawnCancelledError, SpawnFailedError, TransportError
 import { RemoteOutputCollector } from './output.ts'
 import { type ExitTrailer, type RemoteSpill, TrailerScanner, buildProcessWrapper } from './process-wrapper.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
+import { type ProcessHolding, currentProcessHolding } from './process-holding.ts'
 import { type ResourceCounters, type ResourceEvent, ResourceWatch, resourceEventsBetween } from './resource-events.ts'
 import { signalName } from './signals.ts'
 import { sessionMembers, terminateSession } from './teardown.ts'
@@ -218,11 +219,19 @@ export class RemoteProcessHandle implements SubprocessHandle {
   /** The reading taken as soon as the exit was known (the trailer), while the streams drain. */
   private resourcesAfter: Promise<ResourceCounters | undefined> | undefined
 
+  /**
+   * The holder that runs this process instead of the world's own open, when the spawn was made
+   * inside a `holdProcesses` call with stdin ignored (process-holding.ts): a background job that
+   * outlives its client.
+   */
+  readonly holding: ProcessHolding | undefined
+
   /** @internal Use the runtime's `spawn`. */
   constructor(start: RemoteProcessStart) {
     this.start = start
     this.spec = start.spec
     const { stdio } = this.spec
+    this.holding = stdio.stdin === 'ignore' ? currentProcessHolding() : undefined
     this.out = this.sink(stdio.stdout, process.stdout)
     this.err = this.sink(stdio.stderr, process.stderr)
     this.stdout = this.out.pipe
@@ -300,12 +309,14 @@ export class RemoteProcessHandle implements SubprocessHandle {
       ;({ script, nonce } = buildProcessWrapper({
         argv: world.argv ?? this.spec.argv,
         cwd: this.spec.cwd,
-        env: { ...world.env, [SESSION_TAG_VARIABLE]: this.start.tag },
+        // A held process carries no tag of this client: no reaper of a dead client ends it.
+        env: this.holding !== undefined ? world.env : { ...world.env, [SESSION_TAG_VARIABLE]: this.start.tag },
         stdin: stdio.stdin === 'ignore' ? 'ignore' : 'attached',
         stdoutSpill: this.spills.stdout,
         stderrSpill: this.spills.stderr,
         statusFile: this.statusFile,
-        execWhenLeader: this.start.exactExit === true,
+        // A holder's exit facts are the wrapper's: it waits for the program and says its status.
+        execWhenLeader: this.start.exactExit === true && this.holding === undefined,
       }))
     } catch (error) {
       this.startedGate.resolve(undefined)
@@ -318,7 +329,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
       // Queued on the control channel now, so the counters are read before the program starts;
       // not awaited, so the start does not wait for it.
       this.resourcesBefore = this.resourceWatch.snapshot()
-      transport = await this.start.open(script, { stdin: stdio.stdin !== 'ignore' })
+      transport = this.holding !== undefined ? await this.holding.open(script, { nonce }) : await this.start.open(script, { stdin: stdio.stdin !== 'ignore' })
     } catch (error) {
       this.startedGate.resolve(undefined)
       this.finishStreams()
@@ -604,6 +615,26 @@ export class RemoteProcessHandle implements SubprocessHandle {
 
   private remember(members: readonly ProcessIdentity[]): void {
     for (const member of members) this.tracked.set(`${member.pid}:${member.starttime}`, { pid: member.pid, starttime: member.starttime })
+  }
+
+  /**
+   * Let a held process go (process-holding.ts): close this client's transport and leave the
+   * process to its holder in the world, where it runs on. Nothing is signalled. For the
+   * runtime's disposal: a held job outlives its client by design. No-op for a process no
+   * holder holds.
+   */
+  release(): void {
+    if (this.holding === undefined) return
+    this.released = true
+    this.transport?.close()
+  }
+
+  /** {@link release} was called: the process is its holder's now. */
+  released = false
+
+  /** Settles once the start published the program (or failed): for a held start the runtime's disposal lets finish. */
+  whenStarted(): Promise<unknown> {
+    return this.startedGate.promise
   }
 
   /**

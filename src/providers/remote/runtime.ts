@@ -110,6 +110,8 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     newTag: () => this.newTag(),
     answering: () => this.answering(),
     setWorldVariables: variables => this.setWorldVariables(variables),
+    persistenceSetting: () => this.persistenceSetting(),
+    keepOpenFor: work => this.keepOpenFor(work),
   }
 
   /** See {@link setWorldVariables}: the subclasses lay these over the world's ambient environment. */
@@ -417,6 +419,21 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
     this.worldVariables = { ...variables }
   }
 
+  /** Work the world stays open for at disposal (see {@link keepOpenFor}). */
+  private readonly keptOpenFor = new Set<Promise<unknown>>()
+
+  /** See {@link WorldOwner.keepOpenFor}. */
+  keepOpenFor(work: Promise<unknown>): void {
+    const settled = work.then(() => undefined, () => undefined)
+    this.keptOpenFor.add(settled)
+    void settled.then(() => this.keptOpenFor.delete(settled))
+  }
+
+  /** See {@link WorldOwner.persistenceSetting}. */
+  persistenceSetting(): Persistence {
+    return this.persistence
+  }
+
   /** See {@link WorldOwner.answering}: true unless a world knows better (Docker's event watch). */
   async answering(): Promise<boolean> {
     return true
@@ -471,6 +488,10 @@ export abstract class RemoteSubprocessRuntime<W extends DisposableWorld> extends
    * @throws AggregateError listing every teardown that failed (the world is still released).
    */
   async dispose(): Promise<void> {
+    if (this.disposing) return
+    // Before refusing new work: the starts of held processes (background jobs that outlive this
+    // client) finish while the world is open, so they are recorded there, not lost half started.
+    await settledWithin([...this.processes.heldStarts(), ...this.keptOpenFor], DISPOSAL_START_WAIT_MS)
     if (this.disposing) return
     this.disposing = true
     // Starts in flight adopt (and so terminate) what they started while the world is open; one

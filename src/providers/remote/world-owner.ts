@@ -9,6 +9,7 @@
 import type { ControlChannel } from './control-channel.ts'
 import type { UserEnvironment } from './environment.ts'
 import type { ProcessTransport } from './process.ts'
+import type { Persistence } from './pty-holder/persistence.ts'
 
 /**
  * One remote world's owner (the Docker or SSH runtime). Every method opens the world on first
@@ -50,6 +51,19 @@ export interface WorldOwner {
    * already running keep what they started with.
    */
   setWorldVariables(variables: Readonly<Record<string, string>>): void
+  /**
+   * How long what runs in the world outlives this client (the runtime's `persistence` setting,
+   * pty-holder/persistence.ts): held shells follow it, and the background jobs of the jobs room
+   * (src/jobs/) are held in the world only under `'client'`.
+   */
+  persistenceSetting(): Persistence
+  /**
+   * Keep the world open for `work` (a record written to the world, say) when this client ends:
+   * the runtime's disposal waits for it, bounded, before it refuses work and closes the world.
+   * Cordis does not order one plugin's disposal after another's, so a half above the runtime
+   * (the jobs room) cannot finish its writes in its own.
+   */
+  keepOpenFor(work: Promise<unknown>): void
 }
 
 /** The property a runtime exposes its owner by (a symbol, so no seam's own names are taken). */

@@ -6,6 +6,7 @@
  */
 
 import type { ForegroundFacts } from '../control-channel.ts'
+import { CodedFrameSplitter } from '../frames.ts'
 
 /** The largest frame dsh-pty accepts (bytes, header excluded; MAX_FRAME in dsh-pty.c). */
 export const MAX_HOLDER_FRAME = 1 << 20
@@ -252,7 +253,7 @@ const SIGNAL_OUTCOMES = ['signalled', 'refused', 'failed', 'gone'] as const
  * Splits dsh-pty's stdout into frames, whatever its chunking.
  */
 export class HolderFrameReader {
-  private buffer: Buffer = Buffer.alloc(0)
+  private readonly splitter = new CodedFrameSplitter(MAX_HOLDER_FRAME, 'dsh-pty')
 
   /**
    * Consume one chunk of the holder's stdout.
@@ -260,18 +261,7 @@ export class HolderFrameReader {
    * @throws RangeError for a frame longer than {@link MAX_HOLDER_FRAME} (not dsh-pty speaking).
    */
   push(chunk: Buffer): HolderFrame[] {
-    this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
-    const frames: HolderFrame[] = []
-    let at = 0
-    while (this.buffer.length - at >= 5) {
-      const length = this.buffer.readUInt32LE(at + 1)
-      if (length > MAX_HOLDER_FRAME) throw new RangeError(`dsh-pty sent a frame of ${length} bytes (at most ${MAX_HOLDER_FRAME}): the stream is not the holder's protocol`)
-      if (this.buffer.length - at < 5 + length) break
-      frames.push(decode(this.buffer[at]!, this.buffer.subarray(at + 5, at + 5 + length)))
-      at += 5 + length
-    }
-    this.buffer = at === this.buffer.length ? Buffer.alloc(0) : this.buffer.subarray(at)
-    return frames
+    return this.splitter.push(chunk).map(frame => decode(frame.code, frame.payload))
   }
 }
 

@@ -12,10 +12,11 @@ import { WorldToolUnavailableError } from '../errors.ts'
 
 /**
  * The tools: the file server of the filesystem half (world/fsd/), the terminal's
- * world-side parent (world/dsh-pty/), the network relay (world/relay-net/), and ripgrep
+ * world-side parent (world/dsh-pty/), the network relay (world/relay-net/), the holder of
+ * background jobs (world/dsh-job/), and ripgrep
  * (world/rg/ripgrep.txt).
  */
-export type WorldToolName = 'dsh-fsd' | 'dsh-pty' | 'dsh-relay' | 'rg'
+export type WorldToolName = 'dsh-fsd' | 'dsh-pty' | 'dsh-relay' | 'dsh-job' | 'rg'
 
 /** Architectures there are builds for, by `uname -m` (control.sh reports them so). */
 export type WorldArch = 'x86_64' | 'aarch64'

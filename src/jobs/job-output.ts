@@ -1,0 +1,101 @@
+/**
+ * The output of a held job read back by a client that did not start it (a restarted client):
+ * the raw streams of its process wrapper from the offsets the last reader reached, turned into
+ * what the model reads of a background `bash` job, as dsh-bash-local's process handle and
+ * dsh-tool-bash render it (stdout, then `[stderr]` and stderr), without the wrapper's start
+ * marker and exit trailer, and saying what the world's log dropped in between.
+ * @module dsh-remote-worlds/jobs/job-output
+ */
+import { StringDecoder } from 'node:string_decoder'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
+import { BoundaryScanner } from '../providers/remote/boundary.ts'
+import { outcomeOfTrailer } from '../providers/remote/process.ts'
+import { TrailerScanner } from '../providers/remote/process-wrapper.ts'
+
+/** One read of a re-found job's output. */
+export interface JobOutputRead {
+  /** The text since the last read, rendered as the bash tool renders a background read. */
+  delta: string
+  /** Bytes the world's log dropped before they were read (both streams). */
+  dropped: number
+}
+
+/** The notice a read carries when the world's log dropped output before anyone read it. */
+export function droppedNotice(bytes: number): string {
+  return `[${bytes} bytes of output were dropped: the world keeps the latest part of each stream]`
+}
+
+/** Accumulates a re-found job's two raw streams (see the module comment). */
+export class RefoundJobOutput {
+  private readonly text = { stdout: '', stderr: '' }
+  private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
+  /** The raw offset each stream was received up to. */
+  private readonly received: { stdout: number; stderr: number }
+  private dropped = 0
+  /** Until the start marker went by (a read from offset 0 begins with it). */
+  private boundary: BoundaryScanner | undefined
+  private readonly trailer: TrailerScanner
+
+  /**
+   * @param nonce - the process wrapper's nonce.
+   * @param from - the raw offsets the last reader consumed up to.
+   */
+  constructor(nonce: string, from: { stdout: number; stderr: number }) {
+    this.received = { ...from }
+    this.boundary = from.stdout === 0 ? new BoundaryScanner(nonce, 1 << 16, { process: true }) : undefined
+    this.trailer = new TrailerScanner(nonce)
+  }
+
+  /** The raw offsets received so far: where a later reader resumes once this was read. */
+  get cursor(): { stdout: number; stderr: number } {
+    return { ...this.received }
+  }
+
+  /** One piece of a stream at its absolute offset (a gap from what was received was dropped). */
+  push(stream: 'stdout' | 'stderr', offset: number, data: Buffer): void {
+    if (offset > this.received[stream]) {
+      this.dropped += offset - this.received[stream]
+      // Past a gap, the start marker is gone with what was dropped.
+      if (stream === 'stdout') this.boundary = undefined
+    }
+    this.received[stream] = offset + data.length
+    let bytes = data
+    if (stream === 'stdout' && this.boundary !== undefined) {
+      let event
+      try {
+        event = this.boundary.push(bytes)
+      } catch {
+        event = undefined
+      }
+      if (event?.kind === 'pending') return
+      this.boundary = undefined
+      bytes = event !== undefined && 'rest' in event && Buffer.isBuffer(event.rest) ? event.rest : bytes
+    }
+    if (stream === 'stderr') bytes = this.trailer.push(bytes)
+    this.text[stream] += this.decoders[stream].write(bytes)
+  }
+
+  /** The text since the last read (consumed), rendered (see the module comment). */
+  read(): JobOutputRead {
+    const out = this.text.stdout
+    const err = this.text.stderr
+    this.text.stdout = ''
+    this.text.stderr = ''
+    const dropped = this.dropped
+    this.dropped = 0
+    const separator = out.length > 0 && !out.endsWith('\n') ? '\n' : ''
+    let delta = out + (err.length > 0 ? `${separator}[stderr]\n${err}` : '')
+    if (dropped > 0) delta = `${delta}${delta.length > 0 && !delta.endsWith('\n') ? '\n' : ''}${droppedNotice(dropped)}`
+    return { delta, dropped }
+  }
+
+  /**
+   * The job's exit facts: the wrapper's trailer when it came (the program's own status, a death
+   * by signal told apart), else the holder's record of the wrapper.
+   */
+  outcome(holderSaid: SubprocessOutcome): SubprocessOutcome {
+    this.text.stdout += this.decoders.stdout.end()
+    this.text.stderr += this.decoders.stderr.end()
+    return this.trailer.trailer !== undefined ? outcomeOfTrailer(this.trailer.trailer, new Set()) : holderSaid
+  }
+}

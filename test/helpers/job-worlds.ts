@@ -1,0 +1,91 @@
+/**
+ * Compositions for the background-job suites (src/jobs/): a world runtime as `ctx.subprocess`,
+ * the upstream bash executor as `ctx.shell`, this package's job registry as `ctx.jobs` with a
+ * controller attached, and an agent of a given DSH session (a new client of the same session is a
+ * new composition with the same session id). Jobs are started exactly as dsh-tool-bash starts a
+ * background command (its producer: `ctx.shell.start`, cancel as kill, the read delta).
+ */
+import { Context } from '@deepseek-ai/cordis'
+import AgentRegistry, { Inbox } from '@deepseek-ai/dsh-agent'
+import type { Agent } from '@deepseek-ai/dsh-agent'
+import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
+import type { JobId, JobOutcome } from '@deepseek-ai/dsh-jobs'
+import { Session, SessionId } from '@deepseek-ai/dsh-session'
+import WorldJobRegistry from '../../src/plugins/jobs.ts'
+
+/** One client: its context, registry and agent. */
+export interface JobClient {
+  ctx: Context
+  jobs: WorldJobRegistry
+  agent: Agent
+  /** Start `command` in the background as dsh-tool-bash does; returns the job id. */
+  background(command: string): JobId
+  /** End the client as a clean exit does (its held jobs run on in the world). */
+  close(): Promise<void>
+}
+
+/** An agent of session `id`, registered in `ctx` (the shape dsh-agent's registry keeps). */
+function agentOf(ctx: Context, id: string): Agent {
+  const session = Session.create(SessionId(id))
+  const fiber = ctx.plugin(() => {})
+  const agent = {
+    id: SessionId(id),
+    options: {},
+    session,
+    inbox: new Inbox(session, { inserted: () => {}, discarded: () => {}, claimed: () => {} }),
+    status: 'idle' as const,
+    ctx: fiber.ctx,
+    send: () => {},
+    followup: () => {},
+    steer: () => ({ outcome: Promise.resolve({ status: 'rejected' as const }) }),
+    inject: () => {},
+    cancel() {},
+    runMaintenance: <T>(job: (signal: AbortSignal) => Promise<T>) => job(new AbortController().signal),
+    whenIdle() { return Promise.resolve() },
+  } as unknown as Agent
+  ctx.agents.register(agent)
+  return agent
+}
+
+/** dsh-tool-bash's outcome of a settled background process (`processOutcome`). */
+function outcomeOf(proc: { status: string; exitCode: number | null; signal: string | null }): JobOutcome {
+  if (proc.status === 'killed') return { status: 'killed', detail: proc.signal !== null ? `signal: ${proc.signal}` : 'killed before exit' }
+  return { status: 'completed', detail: `exit code: ${proc.exitCode ?? 0}` }
+}
+
+/**
+ * Compose one client.
+ * @param runtime - mounts the world runtime (`ctx.subprocess`) in the context it is given.
+ * @param session - the DSH session id of its agent.
+ */
+export async function jobClient(runtime: (ctx: Context) => Promise<void>, session: string): Promise<JobClient> {
+  const ctx = new Context()
+  await ctx.plugin(AgentRegistry)
+  await runtime(ctx)
+  await ctx.plugin(LocalBashExecutor, { cwd: '/tmp', graceMs: 1_000 })
+  await ctx.plugin(WorldJobRegistry, {})
+  const jobs = ctx.get('jobs') as unknown as WorldJobRegistry
+  await jobs.ready()
+  jobs.attachController('test')
+  const agent = agentOf(ctx, session)
+  const shell = ctx.get('shell') as unknown as LocalBashExecutor
+  return {
+    ctx,
+    jobs,
+    agent,
+    background: command => jobs.start({
+      kind: 'bash',
+      label: command,
+      owner: agent,
+      run: () => {
+        const proc = shell.start(shell.resolve({ command }))
+        return {
+          cancel: () => void proc.kill(),
+          done: proc.done.then(() => outcomeOf(proc)),
+          readOutput: () => proc.readOutput().delta,
+        }
+      },
+    }),
+    close: async () => { await ctx.fiber.dispose() },
+  }
+}

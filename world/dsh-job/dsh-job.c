@@ -1,0 +1,434 @@
+/*
+ * dsh-job: the world-side holder of a background job that outlives its client (issue 35).
+ *
+ * A job (DSH's `bash` tool with run_in_background, through ctx.jobs) runs a program whose output
+ * a client reads later, maybe after the client that started it died. dsh-job keeps the program,
+ * its exit status and its output in the world, keyed by a name the client chose, so a later
+ * client of the same DSH session finds it again (src/jobs/: the client half).
+ *
+ * Two verbs, each run by the client over a plain non-PTY exec (Docker) or exec channel (SSH):
+ *
+ *   dsh-job hold DIR KEY TTL_S LOG_BYTES SCRIPT
+ *     Starts `/bin/sh -c SCRIPT` (the client's process wrapper: it publishes the program's pid
+ *     and start time on stdout and its wait status on stderr, src/providers/remote/process-wrapper.ts)
+ *     under a HOLDER that belongs to no client: a daemon (a session of its own, SIGHUP ignored,
+ *     stdio on /dev/null, without the client's session tag DSH_REMOTE_SESSION, so no reaper of
+ *     a dead client takes it). The program's stdin is /dev/null; its stdout and stderr go to two
+ *     output rings, DIR/KEY.out and DIR/KEY.err (ring.h), LOG_BYTES each, read whatever happens
+ *     to the client, so a job never blocks on a client that is gone. Prints one line,
+ *     `started HOLDER_PID`, once the program runs, and exits 0 (or `error TEXT`, exit 1).
+ *     DIR must be a private directory of this uid (0700, not a symlink); it is made if missing.
+ *     KEY is [A-Za-z0-9._-]{1,64} and must be new.
+ *     The holder writes DIR/KEY.state (replaced atomically): `running HOLDER_PID CHILD_PID`, then
+ *     `exited CODE` or `killed SIGNAL` when the script's process ended, then `ended ...` with
+ *     the same status once its output is complete (every writer of the two pipes closed them:
+ *     background children of the job keep it open). After TTL_S seconds (0: never) in which
+ *     nobody touched DIR/KEY.touch (a reader does, see tail), it ends the job: SIGTERM to every
+ *     process of the program's session, SIGKILL 2 s later.
+ *
+ *   dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET
+ *     Sends the job's output from those offsets, as it comes, then its end, as frames on stdout
+ *     (u8 type, u32 payload length, payload; little-endian):
+ *       O  u64 offset, bytes: stdout from that offset. A gap from the offset asked for (or the
+ *          last frame's end) is output the ring no longer kept (dropped).
+ *       E  the same, stderr.
+ *       X  the final state line (`ended exited CODE` | `ended killed SIGNAL`), after all output:
+ *          the last frame, then dsh-job exits 0.
+ *       e  text: why it cannot tail (no such job, not a ring); then it exits 1.
+ *     It touches DIR/KEY.touch when it starts and every 60 s, and ends at its stdin's EOF (the
+ *     client is gone). It waits for output with inotify on DIR (inotify(7)), and polls every
+ *     second where that is refused.
+ *
+ * The protocol version is PROTOCOL, said by `--version`. The client half:
+ * src/jobs/job-holder.ts. Built by world/build.sh from this folder and world/common/ (static,
+ * x86_64 and aarch64) into dist/world-tools/linux-ARCH/dsh-job; the client copies it into a
+ * world by content hash and runs it only once verified (src/providers/remote/world-tools/).
+ * Nothing here depends on the client: a client killed at any instant leaves a job that runs on,
+ * logs on, and ends by itself at its TTL.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errno-text.h"
+#include "launched.h"
+#include "ring.h"
+#include "world-arch.h"
+
+#define PROTOCOL "1"
+/* The session tag variable of ownership.ts (SESSION_TAG_VARIABLE), which the holder must not carry. */
+#define TAG_VARIABLE "DSH_REMOTE_SESSION"
+/* Bounds of LOG_BYTES (bytes). */
+#define LOG_MIN (64u * 1024u)
+#define LOG_MAX (1u << 30)
+/* Output frames carry at most this (bytes). */
+#define CHUNK (64u * 1024u)
+/* After the TTL's SIGTERM, how long the job's session may take before SIGKILL (ms). */
+#define KILL_GRACE_MS 2000
+/* How often a tail touches KEY.touch (s). */
+#define TOUCH_EVERY_S 60
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int valid_key(const char *key) {
+  size_t n = strlen(key);
+  if (n == 0 || n > 64 || key[0] == '.') return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = key[i];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) return 0;
+  }
+  return 1;
+}
+
+/* DIR made if missing, and trusted only when it is a private directory of this uid. */
+static int private_dir(const char *dir) {
+  mkdir(dir, 0700);
+  struct stat st;
+  return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 077) == 0 ? 0 : -1;
+}
+
+static void path_of(char *out, size_t size, const char *dir, const char *key, const char *suffix) {
+  snprintf(out, size, "%s/%s.%s", dir, key, suffix);
+}
+
+/* Replace DIR/KEY.state with `text` (a temporary file renamed over it). */
+static void write_state(const char *dir, const char *key, const char *text) {
+  char path[PATH_MAX], temporary[PATH_MAX + 24];
+  path_of(path, sizeof path, dir, key, "state");
+  snprintf(temporary, sizeof temporary, "%s.%ld", path, (long)getpid());
+  int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, text, strlen(text));
+  (void)ignored;
+  close(fd);
+  rename(temporary, path);
+}
+
+static void touch(const char *dir, const char *key) {
+  char path[PATH_MAX];
+  path_of(path, sizeof path, dir, key, "touch");
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0) { futimens(fd, NULL); close(fd); }
+}
+
+/* ---------- hold ---------- */
+
+/* Field `wanted` (proc(5) numbering, >= 3) of /proc/PID/stat, or -1. */
+static long long stat_field(pid_t pid, int wanted) {
+  char path[64], text[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = 0;
+  char *rest = NULL;
+  for (char *at = strstr(text, ") "); at != NULL; at = strstr(at + 1, ") ")) rest = at + 2;
+  if (rest == NULL) return -1;
+  int field = 3;
+  for (char *p = rest; *p; p++) {
+    if (field == wanted) return strtoll(p, NULL, 10);
+    if (*p == ' ') field++;
+  }
+  return -1;
+}
+
+/* Signal every process of the job: the script's process and all its descendants (the wrapper's
+ * subshells, tee, head), and every member of each session one of them leads (the program: the
+ * wrapper starts it with setsid, so it leads a session of its own; what it started stays in it
+ * even once orphaned). At most MAX_JOB_PROCS processes are looked at. */
+#define MAX_JOB_PROCS 4096
+static void signal_job(pid_t script, int signo) {
+  static pid_t pids[MAX_JOB_PROCS], parents[MAX_JOB_PROCS], sessions[MAX_JOB_PROCS];
+  static char mine[MAX_JOB_PROCS];
+  int count = 0;
+  DIR *proc = opendir("/proc");
+  if (proc == NULL) return;
+  for (struct dirent *entry; count < MAX_JOB_PROCS && (entry = readdir(proc)) != NULL;) {
+    char *end;
+    long pid = strtol(entry->d_name, &end, 10);
+    if (*end != 0 || pid <= 0) continue;
+    pids[count] = (pid_t)pid;
+    parents[count] = (pid_t)stat_field((pid_t)pid, 4);
+    sessions[count] = (pid_t)stat_field((pid_t)pid, 6);
+    mine[count] = pid == script;
+    count++;
+  }
+  closedir(proc);
+  /* Descendants of the script, to a fixed point (a parent may come after its child in /proc). */
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < count; i++) {
+      if (mine[i]) continue;
+      for (int j = 0; j < count; j++) if (mine[j] && pids[j] == parents[i]) { mine[i] = 1; changed = 1; break; }
+    }
+  }
+  /* Members of a session a descendant leads. */
+  for (int i = 0; i < count; i++) {
+    if (mine[i]) continue;
+    for (int j = 0; j < count; j++) if (mine[j] && sessions[j] == pids[j] && sessions[i] == pids[j]) { mine[i] = 1; break; }
+  }
+  for (int i = 0; i < count; i++) if (mine[i] && pids[i] != getpid()) kill(pids[i], signo);
+}
+
+static void status_text(char *out, size_t size, int status) {
+  if (WIFSIGNALED(status)) snprintf(out, size, "killed %d", WTERMSIG(status));
+  else snprintf(out, size, "exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* The holder's life (see the top): relay the two pipes into the rings until both ended and the
+ * script's process was reaped; end the job at its TTL or at SIGTERM. */
+static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capacity, int out_ring, int err_ring, int out_pipe, int err_pipe, pid_t child) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGTERM);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  uint64_t heads[2] = { 0, 0 };
+  int rings[2] = { out_ring, err_ring };
+  int pipes[2] = { out_pipe, err_pipe };
+  int reaped = 0, status = 0;
+  long long kill_at = -1;
+  char line[128];
+  static unsigned char buffer[CHUNK];
+  snprintf(line, sizeof line, "running %ld %ld\n", (long)getpid(), (long)child);
+  write_state(dir, key, line);
+  for (;;) {
+    if (reaped && pipes[0] < 0 && pipes[1] < 0) break;
+    struct pollfd fds[3] = { { sfd, POLLIN, 0 }, { pipes[0], POLLIN, 0 }, { pipes[1], POLLIN, 0 } };
+    int timeout = kill_at >= 0 ? (int)(kill_at - now_ms() > 0 ? kill_at - now_ms() : 0) : ttl > 0 ? 30000 : -1;
+    int ready = poll(fds, 3, timeout);
+    if (ready < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; i++) {
+      if (pipes[i] < 0 || !(fds[1 + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(pipes[i], buffer, sizeof buffer);
+      if (n > 0) ring_append(rings[i], capacity, &heads[i], buffer, (size_t)n);
+      else if (n == 0 || (errno != EAGAIN && errno != EINTR)) { close(pipes[i]); pipes[i] = -1; }
+    }
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {
+        if (info.ssi_signo == SIGTERM && !reaped) { signal_job(child, SIGTERM); kill_at = now_ms() + KILL_GRACE_MS; }
+      }
+      int got;
+      while (!reaped && waitpid(child, &got, WNOHANG) == child) {
+        reaped = 1;
+        status = got;
+        char text[32];
+        status_text(text, sizeof text, status);
+        snprintf(line, sizeof line, "%s\n", text);
+        write_state(dir, key, line);
+      }
+    }
+    if (kill_at >= 0 && now_ms() >= kill_at) { signal_job(child, SIGKILL); kill_at = -1; }
+    if (ttl > 0 && kill_at < 0 && !reaped) {
+      char path[PATH_MAX];
+      struct stat st;
+      path_of(path, sizeof path, dir, key, "touch");
+      if (stat(path, &st) == 0 && time(NULL) - st.st_mtime > (time_t)ttl) {
+        signal_job(child, SIGTERM);
+        kill_at = now_ms() + KILL_GRACE_MS;
+      }
+    }
+  }
+  char text[32];
+  status_text(text, sizeof text, status);
+  snprintf(line, sizeof line, "ended %s\n", text);
+  write_state(dir, key, line);
+  return 0;
+}
+
+static int hold(const char *dir, const char *key, const char *ttl_text, const char *log_text, const char *script) {
+  char *end;
+  unsigned long ttl = strtoul(ttl_text, &end, 10);
+  unsigned long long capacity = strtoull(log_text, &end, 10);
+  if (!valid_key(key)) { printf("error EINVAL: the job key %s is not [A-Za-z0-9._-]{1,64}\n", key); return 1; }
+  if (capacity < LOG_MIN || capacity > LOG_MAX) { printf("error EINVAL: LOG_BYTES must be %u to %u\n", LOG_MIN, LOG_MAX); return 1; }
+  if (private_dir(dir) < 0) { printf("error EACCES: the jobs directory %s is not a private directory of uid %u\n", dir, (unsigned)getuid()); return 1; }
+  char path[PATH_MAX];
+  path_of(path, sizeof path, dir, key, "out");
+  int out_ring = ring_create(path, capacity);
+  if (out_ring < 0) { printf("error %s: %s: %s\n", errno == EEXIST ? "EEXIST" : "EIO", path, errno_text(errno)); return 1; }
+  path_of(path, sizeof path, dir, key, "err");
+  int err_ring = ring_create(path, capacity);
+  if (err_ring < 0) { printf("error EIO: %s: %s\n", path, errno_text(errno)); return 1; }
+  touch(dir, key);
+  int out_pipe[2], err_pipe[2], ready[2];
+  if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) { printf("error EIO: pipe: %s\n", errno_text(errno)); return 1; }
+  fflush(stdout);
+  pid_t daemon = fork();
+  if (daemon < 0) { printf("error EAGAIN: fork: %s\n", errno_text(errno)); return 1; }
+  if (daemon > 0) {
+    /* The exec's own process: says where the holder is once the script runs, and ends. */
+    close(ready[1]);
+    close(out_pipe[0]); close(out_pipe[1]); close(err_pipe[0]); close(err_pipe[1]);
+    char said[256];
+    ssize_t n = read(ready[0], said, sizeof said - 1);
+    if (n <= 0) { printf("error EIO: the holder ended before the job started\n"); return 1; }
+    said[n] = 0;
+    fputs(said, stdout);
+    return strncmp(said, "started ", 8) == 0 ? 0 : 1;
+  }
+  /* The holder. */
+  setsid();
+  prctl(PR_SET_NAME, "dsh-job", 0, 0, 0);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  unsetenv(TAG_VARIABLE);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGTERM);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  pid_t child = fork();
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(out_pipe[1], 1) < 0 || dup2(err_pipe[1], 2) < 0) _exit(126);
+    execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+    dprintf(2, "dsh-job: /bin/sh: %s\n", errno_text(errno));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  char said[64];
+  if (child < 0) snprintf(said, sizeof said, "error EAGAIN: fork: %s\n", errno_text(errno));
+  else snprintf(said, sizeof said, "started %ld\n", (long)getpid());
+  ssize_t ignored = write(ready[1], said, strlen(said));
+  (void)ignored;
+  close(ready[1]);
+  close(ready[0]);
+  if (child < 0) _exit(1);
+  /* Nothing of the exec stays open: its stream ends with the first process. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); }
+  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  _exit(holder(dir, key, (unsigned)ttl, capacity, out_ring, err_ring, out_pipe[0], err_pipe[0], child));
+}
+
+/* ---------- tail ---------- */
+
+static void send_frame(char type, const void *head, size_t head_length, const void *payload, size_t length) {
+  unsigned char header[5] = { (unsigned char)type };
+  uint32_t total = (uint32_t)(head_length + length);
+  for (int i = 0; i < 4; i++) header[1 + i] = (unsigned char)(total >> (8 * i));
+  const unsigned char *parts[3] = { header, head, payload };
+  size_t sizes[3] = { sizeof header, head_length, length };
+  for (int p = 0; p < 3; p++) {
+    const unsigned char *at = parts[p];
+    size_t left = sizes[p];
+    while (left > 0) {
+      ssize_t n = write(1, at, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);
+      at += n;
+      left -= (size_t)n;
+    }
+  }
+}
+
+static void fail(const char *text) {
+  send_frame('e', text, strlen(text), NULL, 0);
+  _exit(1);
+}
+
+/* Send what ring `fd` holds from *offset on, as `type` frames. Returns 1 when it sent any. */
+static int send_new(int fd, char type, uint64_t *offset) {
+  static unsigned char buffer[CHUNK];
+  int sent = 0;
+  for (;;) {
+    struct ring_read got;
+    if (ring_read(fd, *offset, buffer, sizeof buffer, &got) < 0) fail("the job's output log cannot be read");
+    if (got.length == 0) return sent;
+    unsigned char where[8];
+    for (int i = 0; i < 8; i++) where[i] = (unsigned char)(got.offset >> (8 * i));
+    send_frame(type, where, 8, buffer, got.length);
+    *offset = got.offset + got.length;
+    sent = 1;
+  }
+}
+
+static void read_state(const char *dir, const char *key, char *out, size_t size) {
+  char path[PATH_MAX];
+  path_of(path, sizeof path, dir, key, "state");
+  out[0] = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, out, size - 1);
+  close(fd);
+  out[n > 0 ? n : 0] = 0;
+  out[strcspn(out, "\n")] = 0;
+}
+
+static int tail(const char *dir, const char *key, const char *out_text, const char *err_text) {
+  signal(SIGPIPE, SIG_IGN);
+  if (!valid_key(key)) fail("EINVAL: not a job key");
+  char path[PATH_MAX];
+  path_of(path, sizeof path, dir, key, "out");
+  int out_ring = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  path_of(path, sizeof path, dir, key, "err");
+  int err_ring = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (out_ring < 0 || err_ring < 0) fail("ENOENT: no such job");
+  uint64_t offsets[2] = { strtoull(out_text, NULL, 10), strtoull(err_text, NULL, 10) };
+  int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch >= 0 && inotify_add_watch(watch, dir, IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE) < 0) { close(watch); watch = -1; }
+  touch(dir, key);
+  long long touched = now_ms();
+  char state[128];
+  for (;;) {
+    /* The state first: output read after an `ended` state is all there will be. */
+    read_state(dir, key, state, sizeof state);
+    send_new(out_ring, 'O', &offsets[0]);
+    send_new(err_ring, 'E', &offsets[1]);
+    if (strncmp(state, "ended ", 6) == 0) {
+      send_frame('X', state, strlen(state), NULL, 0);
+      return 0;
+    }
+    if (now_ms() - touched >= TOUCH_EVERY_S * 1000LL) { touch(dir, key); touched = now_ms(); }
+    struct pollfd fds[2] = { { 0, POLLIN, 0 }, { watch, POLLIN, 0 } };
+    int ready = poll(fds, 2, watch >= 0 ? 10000 : 1000);
+    if (ready < 0 && errno != EINTR) return 1;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char ignored[256];
+      ssize_t n = read(0, ignored, sizeof ignored);
+      if (n <= 0) return 0;
+    }
+    if (watch >= 0 && (fds[1].revents & POLLIN)) {
+      char events[4096];
+      while (read(watch, events, sizeof events) > 0) {}
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  launched_as("dsh-job");
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-job " PROTOCOL " " ARCH "\n"); return 0; }
+  if (argc == 7 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], argv[4], argv[5], argv[6]);
+  if (argc == 6 && strcmp(argv[1], "tail") == 0) return tail(argv[2], argv[3], argv[4], argv[5]);
+  fprintf(stderr, "usage: dsh-job hold DIR KEY TTL_S LOG_BYTES SCRIPT | dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET\n");
+  return 2;
+}
