@@ -98,11 +98,19 @@ export class EgressGateway {
       this.decide(request.host, request.port).then(decision => {
         if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
           this.recordRefusal(world, origin, () => this.record(decision, via, 0, 0, undefined, origin))
-          world.end(proxyResponse(403, 'Forbidden', `dsh-remote-worlds egress: refused ${formatAuthority(decision.host, decision.port)}: ${decision.verdict.reason}`))
+          // The reason goes in the status line too: an HTTPS client shows that, never the body.
+          const why = `dsh-remote-worlds egress: refused ${formatAuthority(decision.host, decision.port)}: ${decision.verdict.reason}`
+          world.end(proxyResponse(403, request.kind === 'connect' ? `Forbidden (${why})` : 'Forbidden', why))
           return
         }
-        const first = request.kind === 'connect' ? rest : Buffer.concat([request.originForm, rest])
-        this.tunnel(world, decision, via, first, request.kind === 'connect', origin)
+        if (request.kind === 'connect') {
+          this.tunnel(world, decision, via, rest, true, origin)
+          return
+        }
+        // The request's own body and nothing after it (see http-proxy-request.ts bodyBytes).
+        const body = request.bodyBytes === undefined ? rest : rest.subarray(0, request.bodyBytes)
+        const left = request.bodyBytes === undefined ? undefined : request.bodyBytes - body.length
+        this.tunnel(world, decision, via, Buffer.concat([request.originForm, body]), false, origin, left)
       }, (error: unknown) => {
         const reason = error instanceof Error ? error.message : String(error)
         this.recordRefusal(world, origin, () => this.record({ host: request.host, port: request.port, address: undefined, verdict: { verdict: 'deny', reason } }, via, 0, 0, undefined, origin))
@@ -125,14 +133,19 @@ export class EgressGateway {
     world.on('error', () => {})
     this.decide(host, port).then(decision => {
       if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
-        this.recordRefusal(world, origin, () => this.record(decision, 'forward', 0, 0, undefined, origin))
-        world.destroy()
+        // Closed once logged: a closed stream forgets the name of its process that the relay sends.
+        this.recordRefusal(world, origin, () => {
+          this.record(decision, 'forward', 0, 0, undefined, origin)
+          world.destroy()
+        })
         return
       }
       this.tunnel(world, decision, 'forward', Buffer.alloc(0), false, origin)
     }, (error: unknown) => {
-      this.recordRefusal(world, origin, () => this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0, undefined, origin))
-      world.destroy()
+      this.recordRefusal(world, origin, () => {
+        this.record({ host, port, address: undefined, verdict: { verdict: 'deny', reason: error instanceof Error ? error.message : String(error) } }, 'forward', 0, 0, undefined, origin)
+        world.destroy()
+      })
     })
   }
 
@@ -197,7 +210,7 @@ export class EgressGateway {
   }
 
   /** Dial an allowed connection and carry bytes both ways (steps 3 to 5). */
-  private tunnel(world: Duplex, decision: Decision, via: EgressRecord['via'], first: Buffer, connectMethod: boolean, origin: EgressOrigin | undefined): void {
+  private tunnel(world: Duplex, decision: Decision, via: EgressRecord['via'], first: Buffer, connectMethod: boolean, origin: EgressOrigin | undefined, uploadLeft?: number | undefined): void {
     const upstream = this.dial(decision.address!, decision.port)
     let up = 0
     let down = 0
@@ -230,7 +243,7 @@ export class EgressGateway {
       if (!connectMethod) {
         up += first.length
         upstream.write(first)
-        this.pipe(world, upstream, bytes => { up += bytes }, bytes => { down += bytes })
+        this.pipe(world, upstream, bytes => { up += bytes }, bytes => { down += bytes }, uploadLeft)
         return
       }
       world.write(proxyConnected())
@@ -272,7 +285,10 @@ export class EgressGateway {
         done()
         // A TLS handshake record (content type 22) that cannot be read as a hello (past 64 KiB,
         // malformed) is refused as well: it could name any server.
-        if (hello.kind === 'not-tls' && bytes[0] === 0x16) resolve({ kind: 'unreadable' })
+        // So is a TLS record of another type before any hello (change cipher spec, alert,
+        // application data, heartbeat: content types 20, 21, 23, 24, then version 3.x), which no
+        // client starts with and which a server may take as the start of a handshake.
+        if (hello.kind === 'not-tls' && (bytes[0] === 0x16 || (bytes.length >= 2 && [0x14, 0x15, 0x17, 0x18].includes(bytes[0]!) && bytes[1] === 0x03))) resolve({ kind: 'unreadable' })
         else if (hello.kind === 'hello' && hello.serverName !== undefined && hello.serverName.toLowerCase().replace(/\.$/, '') !== unbracket(host).toLowerCase()) resolve({ kind: 'fronting', serverName: hello.serverName })
         else resolve({ kind: 'ok', bytes })
         return true
@@ -295,11 +311,30 @@ export class EgressGateway {
     })
   }
 
-  /** Bytes both ways, with backpressure; each side's end half-closes the other. */
-  private pipe(world: Duplex, upstream: Socket, onUp: (bytes: number) => void, onDown: (bytes: number) => void): void {
-    world.on('data', (chunk: Buffer) => onUp(chunk.length))
+  /**
+   * Bytes both ways, with backpressure; each side's end half-closes the other. With
+   * `uploadLeft`, at most that many more bytes go from the world to the upstream, and the rest
+   * is dropped (a plain HTTP request's body: a request behind it is not this one).
+   */
+  private pipe(world: Duplex, upstream: Socket, onUp: (bytes: number) => void, onDown: (bytes: number) => void, uploadLeft?: number | undefined): void {
     upstream.on('data', (chunk: Buffer) => onDown(chunk.length))
-    world.pipe(upstream)
+    if (uploadLeft === undefined) {
+      world.on('data', (chunk: Buffer) => onUp(chunk.length))
+      world.pipe(upstream)
+    } else {
+      let left = uploadLeft
+      world.on('data', (chunk: Buffer) => {
+        if (left <= 0) return
+        const part = chunk.subarray(0, left)
+        left -= part.length
+        onUp(part.length)
+        if (!upstream.write(part)) {
+          world.pause()
+          upstream.once('drain', () => world.resume())
+        }
+      })
+      world.once('end', () => upstream.end())
+    }
     upstream.pipe(world)
     world.resume()
     // A side that closed unpipes, which pauses its source: the world's F (or the upstream's

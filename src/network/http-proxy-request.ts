@@ -52,6 +52,12 @@ export type ProxyRequestHead =
      * place of the first Host header or right after the request line. Ends with CRLFCRLF.
      */
     originForm: Buffer
+    /**
+     * The request body's length by its Content-Length (0 without one); undefined for a chunked
+     * or unreadable length, whose end this reader does not find (the server's close after the
+     * request, which `Connection: close` asks for, ends the connection then).
+     */
+    bodyBytes: number | undefined
     /** Bytes of the received head, final CRLFCRLF included: what follows is the body or later requests. */
     headBytes: number
     /** `HTTP/1.0` or `HTTP/1.1`, as the request line said. */
@@ -122,6 +128,7 @@ export function parseProxyRequestHead(buffer: Buffer): ProxyRequestHead {
   const hostValue = authorityText
   const out: string[] = [`${method} ${path} ${version}`]
   let hostSet = false
+  let bodyBytes: number | undefined = 0
   for (const [name, value] of headers) {
     const lower = name.toLowerCase()
     if (lower.startsWith('proxy-')) continue
@@ -130,11 +137,19 @@ export function parseProxyRequestHead(buffer: Buffer): ProxyRequestHead {
       hostSet = true
       continue
     }
+    // One request per connection: the server closes after it (see below).
+    if (lower === 'connection' || lower === 'keep-alive') continue
+    if (lower === 'content-length' && bodyBytes !== undefined) bodyBytes = /^\s*\d+\s*$/.test(value) ? Number(value) : undefined
+    if (lower === 'transfer-encoding') bodyBytes = undefined
     out.push(`${name}:${value}`)
   }
   if (!hostSet) out.splice(1, 0, `Host: ${hostValue}`)
+  // The rules judged this request's host alone: a second request on the same connection could
+  // name another virtual host of the same server. So the server is asked to close after this
+  // one, and nothing the world sends after this request's body is carried.
+  out.push('Connection: close')
   const originForm = Buffer.from(`${out.join('\r\n')}\r\n\r\n`, 'latin1')
-  return { kind: 'forward', method, host: authority.host, port: authority.port, originForm, headBytes, version }
+  return { kind: 'forward', method, host: authority.host, port: authority.port, originForm, headBytes, version, bodyBytes }
 }
 
 /**

@@ -190,6 +190,9 @@ export function decide(policy: EgressPolicy, target: EgressTarget): EgressVerdic
   if (policy.network === 'none') return { verdict: 'deny', reason: `network is 'none': no connection to ${what} leaves the world` }
   const host = target.host === undefined ? undefined : hostName(target.host)
   const address = targetAddress(target)
+  // Whatever the rules say: a connect(2) to an unspecified address reaches this machine's own
+  // loopback (Linux), which no rule naming 127.0.0.0/8 or ::1 would then judge.
+  if (address !== undefined && isUnspecified(address)) return { verdict: 'deny', reason: `${address.address} is an unspecified address, which reaches this machine's own loopback; it is never dialed` }
   const denying = policy.deny.find(rule => matchesRule(rule, host, address, target.port))
   if (denying !== undefined) return { verdict: 'deny', rule: denying.text, reason: `denied by rule ${denying.text}` }
   if (policy.network === 'full') return { verdict: 'allow', reason: `network is 'full' and no --deny rule matches ${what}` }
@@ -297,6 +300,11 @@ function bytesToIpv6Text(bytes: Uint8Array): string {
 function targetAddress(target: EgressTarget): IpAddress | undefined {
   if (target.address !== undefined) return parseIpAddress(unbracket(target.address))
   return target.host === undefined ? undefined : parseIpAddress(unbracket(target.host))
+}
+
+/** 0.0.0.0/8 ("this network", RFC 1122) and :: ("unspecified", RFC 4291): never a destination. */
+function isUnspecified(address: IpAddress): boolean {
+  return address.family === 4 ? address.bytes[0] === 0 : address.bytes.every(byte => byte === 0)
 }
 
 function unbracket(text: string): string {

@@ -115,10 +115,15 @@ export function proxyVariables(port: number): Record<string, string> {
 export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptions, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): Promise<WorldNetwork> {
   const confined = mode !== 'danger-full-access'
   const egress = (options.egress ?? []).map(parseEgressForward)
+  if (egress.length > 0 && options.network !== undefined && options.network !== 'allow') throw new InvalidArgumentError(`--egress needs network 'allow' (each one opens its HOST:PORT to the world through this client), and the network is '${options.network}'`)
+  const ports = egress.map(spec => spec.worldPort)
+  const twice = ports.find((port, index) => ports.indexOf(port) !== index)
+  if (twice !== undefined) throw new InvalidArgumentError(`two --egress forwards listen on the world's port ${twice}; give each its own (--egress WORLD_PORT:HOST:PORT)`)
   const allow = [...options.allow ?? [], ...egress.map(impliedAllowRule)]
   const policy = parsePolicy({ network: options.network ?? (allow.length > 0 ? 'allow' : confined ? 'none' : 'full'), allow, deny: [...options.deny ?? []] })
   if (!confined && policy.network !== 'full') throw new InvalidArgumentError(`network '${policy.network}' needs a confined sandbox mode: danger-full-access has no fence to hold the network (use read-only or workspace-write)`)
-  if (confined && policy.network === 'full') throw new InvalidArgumentError(`network 'full' is danger-full-access only: a ${mode} world keeps lo only (use --network allow with --allow rules)`)
+  // Rules that judge nothing, and a log of nothing, are refused rather than dropped in silence.
+  if (!confined && ((options.deny ?? []).length > 0 || options.egressLog !== undefined || (options.resolve ?? []).length > 0)) throw new InvalidArgumentError('--deny, --resolve and --egress-log need a confined sandbox mode: in danger-full-access nothing goes through this client to be judged or logged (use read-only or workspace-write with --network allow)')
   const overrides = (options.resolve ?? []).map(parseResolveOverride)
   const live = new LivePolicy(policy)
   if (options.egressLog !== undefined) await provenWritable(options.egressLog)
@@ -127,6 +132,12 @@ export async function mountWorldNetwork(ctx: Context, options: WorldNetworkOptio
   const owner = worldOwnerOf(ctx.get('subprocess'))
   const report = sandboxReportOf(ctx)
   const forwardSpecs = (options.forward ?? []).map(parseForwardSpec)
+  // A container of its own network (an attached one): its confined programs reach it, so the
+  // confined default 'none' does not hold there; only an explicit 'full' accepts it.
+  const ownNetwork = confined && report?.limits !== undefined && report.limits.networkMode !== 'none' ? report.limits.networkMode ?? 'default' : undefined
+  const where = owner?.describe() ?? 'this world'
+  if (ownNetwork !== undefined && policy.network === 'none') throw new InvalidArgumentError(`network 'none' cannot be held in ${where}: it has a network of its own (NetworkMode ${ownNetwork}), which its confined programs reach; attach a container with NetworkMode none (or let this package create one), or give --network full to accept the container's own network`)
+  if (confined && policy.network === 'full' && ownNetwork === undefined) throw new InvalidArgumentError(`network 'full' in a ${mode} world is only the network a container already has; ${where} keeps lo only (use --network allow with --allow rules)`)
   // A fence without a container (bubblewrap over SSH) gives each confined program a network
   // namespace of its own: the relay must make one they all join, before the first of them starts.
   const sandbox = ctx.get('sandbox') as unknown

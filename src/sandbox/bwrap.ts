@@ -26,6 +26,7 @@
  * terminal's shell or the file server.
  * @module dsh-remote-worlds/sandbox/bwrap
  */
+import { posix } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import { SandboxProvider } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, ConfinedSandboxMode, RunnerFailureRule, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
@@ -60,16 +61,26 @@ export interface BwrapLifetime {
 }
 
 /**
- * Directories of sockets that reach programs running OUTSIDE the fence as the same user: the
- * user's systemd and D-Bus (`/run/user/UID/bus`, `systemd/private`: `systemd-run --user` runs
- * anything there). A read-only bind does not stop connect(2) on a socket, so each one the world
- * has is hidden under an empty tmpfs. (Abstract sockets are out of reach by `--unshare-net`.)
+ * Directories of sockets that reach programs running OUTSIDE the fence: the services of the host
+ * (`/run`, and `/var/run` where it is not a link to it: a database's `/run/postgresql`, the
+ * container engine's `docker.sock`, the system D-Bus) and of the user (`/run/user/UID`: its
+ * systemd and D-Bus, where `systemd-run --user` runs anything). A read-only bind does not stop
+ * connect(2) on a socket, so each one the world has is hidden under an empty tmpfs. (Abstract
+ * sockets are out of reach by `--unshare-net`; `/tmp` and `/dev` are the sandbox's own.) The
+ * user's `~/.ssh` is hidden too ({@link maskedDirectoriesScript}): an OpenSSH ControlMaster
+ * socket there runs commands on the host unconfined, and nothing in a sandbox whose network is
+ * `lo` only can use its keys.
  */
-export const MASKED_SOCKET_DIRECTORIES: readonly string[] = Object.freeze(['/run/user'])
+export const MASKED_SOCKET_DIRECTORIES: readonly string[] = Object.freeze(['/run', '/var/run'])
 
-/** The script that prints each of {@link MASKED_SOCKET_DIRECTORIES} that is a directory in the world, one per line. */
-export function maskedDirectoriesScript(): string {
-  return `${MASKED_SOCKET_DIRECTORIES.map(dir => `[ -d ${shQuote(dir)} ] && echo ${shQuote(dir)}`).join('; ')}; exit 0\n`
+/**
+ * The script that prints each directory to hide that the world has, one per line: each of
+ * {@link MASKED_SOCKET_DIRECTORIES} that is a directory and not a symbolic link (`/var/run` is
+ * one to `/run` on most systems, hidden with it), and `HOME/.ssh` when `home` is given.
+ */
+export function maskedDirectoriesScript(home?: string | undefined): string {
+  const candidates = [...MASKED_SOCKET_DIRECTORIES, ...(home !== undefined && home.startsWith('/') ? [posix.join(home, '.ssh')] : [])]
+  return `${candidates.map(dir => `[ -d ${shQuote(dir)} ] && [ ! -L ${shQuote(dir)} ] && echo ${shQuote(dir)}`).join('; ')}; exit 0\n`
 }
 
 /**
@@ -92,9 +103,11 @@ const UNSHARE_NET: readonly string[] = Object.freeze(['--unshare-net'])
 export function bwrapProfileArgs(policy: { mode: ConfinedSandboxMode; workspaceRoot: string }, lifetime: BwrapLifetime = {}, fence: readonly string[] = [], masked: readonly string[] = [], network: 'own' | 'joined' = 'own'): string[] {
   const root = policy.workspaceRoot
   if (!root.startsWith('/')) throw new Error(`bwrap profile: the workspace root must be absolute, got ${JSON.stringify(root)}`)
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', ...(network === 'own' ? UNSHARE_NET : []), '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp', ...masked.flatMap(dir => ['--tmpfs', dir])]
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', ...(network === 'own' ? UNSHARE_NET : []), '--proc', '/proc', ...(lifetime.dieWithParent ?? true ? ['--die-with-parent'] : []), '--tmpfs', '/tmp']
   if (policy.mode === 'workspace-write') args.push('--bind', root, root, ...fence)
   else if (isWithin('/tmp', root)) args.push('--ro-bind', root, root)
+  // Last: a bind of the workspace (HOME, say) made after a mask would show what it hid again.
+  args.push(...masked.filter(dir => !isWithin(dir, root)).flatMap(dir => ['--tmpfs', dir]))
   return args
 }
 
@@ -259,8 +272,9 @@ export async function probeBwrap(run: RemoteRun, workspaceRoots: readonly string
   const fences = await planFences(run, workspaceRoots, protectedAll, home)
   // A check that did not answer masks them all: a missing one then fails the profile's probe,
   // loudly, where an unmasked one would have been reachable.
-  const present = await run(maskedDirectoriesScript())
-  const masked = present.exitCode === 0 ? MASKED_SOCKET_DIRECTORIES.filter(dir => present.stdout.split('\n').includes(dir)) : [...MASKED_SOCKET_DIRECTORIES]
+  const present = await run(maskedDirectoriesScript(home))
+  const maskable = [...MASKED_SOCKET_DIRECTORIES, ...(home !== undefined ? [posix.join(home, '.ssh')] : [])]
+  const masked = present.exitCode === 0 ? maskable.filter(dir => present.stdout.split('\n').includes(dir)) : maskable
   const result = await run(bwrapProbeScript(workspaceRoots, fences, masked))
   if (result.exitCode !== 0) return { usable: false, reason: `the bubblewrap probe failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 300)}` }
   return parseBwrapProbe(result.stdout, workspaceRoots, { fences, protected: protectedAll, home, masked })
@@ -408,7 +422,7 @@ export class BubblewrapSandboxProvider extends SandboxProvider implements Report
           : `network: lo only, one namespace for every confined program and the world's network relay (pid ${this.joinedNetwork}, joined with nsenter): the host's loopback (its sshd, any service on 127.0.0.1) and abstract unix sockets are out of reach`,
         mode === 'workspace-write' ? `workspace ${workspaceRoot} read-write (--bind)` : `workspace ${workspaceRoot} read-only`,
       ]
-      if (probe.usable && probe.masked.length > 0) facts.push(`the user's runtime sockets hidden (${probe.masked.map(dir => `--tmpfs ${dir}`).join(', ')}): the systemd and D-Bus outside the fence are out of reach`)
+      if (probe.usable && probe.masked.length > 0) facts.push(`the host's and the user's service sockets hidden (${probe.masked.map(dir => `--tmpfs ${dir}`).join(', ')}): the services outside the fence (databases, the container engine, systemd, D-Bus, an ssh ControlMaster) are out of reach there`)
       const fence = mode === 'workspace-write' ? this.fence(workspaceRoot) : undefined
       if (fence !== undefined && 'frozen' in fence && fence.frozen.length > 0) {
         const home = probe.usable && probe.home !== undefined && isWithin(workspaceRoot, probe.home) ? `every dot-entry of ${probe.home}, ` : ''

@@ -210,6 +210,12 @@ export function assessDockerMode(facts: DockerSandboxFacts, mode: ConfinedSandbo
     }
   }
 
+  // The network is outside DSH's policy vocabulary, but a confined world keeps lo only
+  // (network/world-network.ts): a container with a network of its own is a gap, said.
+  const network = hostConfig.NetworkMode ?? 'default'
+  if (network === 'none') enforcing.push('network: none (lo only)')
+  else gaps.push(`the container has a network (NetworkMode ${network}): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)`)
+
   if (reasons.length > 0) return { mode, enforced: false, facts: enforcing, reasons }
   return { mode, enforced: true, enforcement: gaps.length === 0 ? 'full' : 'partial', facts: enforcing, gaps }
 }

@@ -146,7 +146,7 @@ describe('a read-only Docker world with network allow', () => {
     // (NO_PROXY sends a client's own 127.0.0.1 past the proxy, to the world's loopback: asked of the proxy itself.)
     expect(await run(terminal, `python3 /workspace/fetch.py http://denied.test:${httpPort}/`)).toBe(`403 dsh-remote-worlds egress: refused denied.test:${httpPort}: denied by rule denied.test`)
     expect(await run(terminal, `python3 /workspace/fetch.py http://other.test:${httpPort}/`)).toBe(`403 dsh-remote-worlds egress: refused other.test:${httpPort}: no --allow rule matches other.test:${httpPort}`)
-    expect(await run(terminal, `python3 /workspace/tunnel.py 127.0.0.1:${httpPort}`)).toBe('HTTP/1.1 403 Forbidden')
+    expect(await run(terminal, `python3 /workspace/tunnel.py 127.0.0.1:${httpPort}`)).toBe(`HTTP/1.1 403 Forbidden (dsh-remote-worlds egress: refused 127.0.0.1:${httpPort}: no --allow rule matches 127.0.0.1:${httpPort})`)
     await terminal.close()
   })
 
@@ -181,7 +181,7 @@ describe('a read-only Docker world with network allow', () => {
     expect(check).toEqual({
       name: 'network',
       ok: true,
-      detail: `allow (allow allowed.test:${httpPort}, allowed.test:${echoPort}, raw.test:${echoPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden; allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
+      detail: `allow (allow allowed.test:${httpPort}, allowed.test:${echoPort}, raw.test:${echoPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden (dsh-remote-worlds egress: refused dsh-remote-worlds-doctor.invalid:443: no --allow rule matches dsh-remote-worlds-doctor.invalid:443); allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
     })
   })
 
@@ -288,6 +288,6 @@ describe('a network setting the world cannot enforce', () => {
     await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'danger-full-access', workspaceRoot: '/root', network: { allow: ['example.test'] } }))
       .rejects.toThrow(new InvalidArgumentError('network \'allow\' needs a confined sandbox mode: danger-full-access has no fence to hold the network (use read-only or workspace-write)'))
     await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'read-only', workspaceRoot: '/tmp', network: { network: 'full' } }))
-      .rejects.toThrow(new InvalidArgumentError('network \'full\' is danger-full-access only: a read-only world keeps lo only (use --network allow with --allow rules)'))
+      .rejects.toThrow(new InvalidArgumentError(`network 'full' in a read-only world is only the network a container already has; managed container from ${IMAGE} keeps lo only (use --network allow with --allow rules)`))
   })
 })

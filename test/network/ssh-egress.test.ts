@@ -118,7 +118,7 @@ describe('a read-only SSH world with network allow', () => {
     expect(await networkCheck(world, WORKSPACE)).toEqual({
       name: 'network',
       ok: true,
-      detail: `allow (allow allowed.test:${httpPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden; allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
+      detail: `allow (allow allowed.test:${httpPort}; deny denied.test): interfaces: lo; a name lookup finds nothing; proxy 127.0.0.1:${world.network.proxyPort}; dsh-remote-worlds-doctor.invalid:443 HTTP/1.1 403 Forbidden (dsh-remote-worlds egress: refused dsh-remote-worlds-doctor.invalid:443: no --allow rule matches dsh-remote-worlds-doctor.invalid:443); allowed.test:${httpPort} HTTP/1.1 200 Connection established`,
     })
   })
 

@@ -48,7 +48,7 @@ describe('bwrapProfileArgs', () => {
   })
 
   it('hides each socket directory of the user\'s services it is given under its own empty tmpfs, after /tmp\'s and before the workspace', () => {
-    expect(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: '/srv/ws' }, {}, [], ['/run/user'])).toEqual([...BASE, '--tmpfs', '/run/user', '--bind', '/srv/ws', '/srv/ws'])
+    expect(bwrapProfileArgs({ mode: 'workspace-write', workspaceRoot: '/srv/ws' }, {}, [], ['/run/user'])).toEqual([...BASE, '--bind', '/srv/ws', '/srv/ws', '--tmpfs', '/run/user'])
   })
 
   it('refuses a relative workspace root', () => {
@@ -75,8 +75,8 @@ describe('probeBwrap (real shell, real bwrap, in the project image)', () => {
         '/nonexistent-dsh-ws': { args: [], frozen: [] },
       },
       protected: ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/games', '/usr/games'],
-      // The image has no /run/user: nothing to hide (a tmpfs over a missing directory would fail).
-      masked: [],
+      // The image has /run (and /var/run, a link to it) and no HOME given here: /run is hidden.
+      masked: ['/run'],
       // util-linux's, which joins a shared network namespace (shared-network.ts).
       nsenter: '/usr/bin/nsenter',
     })

@@ -117,7 +117,7 @@ function facts(hostConfig: Docker.HostConfig, mounts: Mount[], execUid: number |
 const bind = (source: string, destination: string, rw: boolean, propagation = 'rprivate'): Mount =>
   ({ Type: 'bind', Source: source, Destination: destination, Mode: rw ? '' : 'ro', RW: rw, Propagation: propagation })
 
-const HARDENED: Docker.HostConfig = { ReadonlyRootfs: true, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges:true'], Tmpfs: { '/tmp': 'rw,size=1m' } }
+const HARDENED: Docker.HostConfig = { ReadonlyRootfs: true, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges:true'], Tmpfs: { '/tmp': 'rw,size=1m' }, NetworkMode: 'none' }
 
 describe('assessDockerMode', () => {
   it('a policy-made read-only container enforces read-only fully, and not workspace-write', () => {
@@ -133,15 +133,24 @@ describe('assessDockerMode', () => {
         'terminals run as uid 1000',
         'workspace /workspace: /workspace (read-only bind of /h/ws)',
         'private writable tmpfs (ephemeral): /tmp, /dev/shm, /dev/mqueue',
+        'network: none (lo only)',
       ],
       gaps: [],
     })
     expect(assessDockerMode(f, 'workspace-write', '/workspace')).toEqual({
       mode: 'workspace-write',
       enforced: false,
-      facts: ['read-only root filesystem', 'capabilities: none (CapDrop ALL)', 'no-new-privileges', 'terminals run as uid 1000', 'private writable tmpfs (ephemeral): /tmp, /dev/shm, /dev/mqueue'],
+      facts: ['read-only root filesystem', 'capabilities: none (CapDrop ALL)', 'no-new-privileges', 'terminals run as uid 1000', 'private writable tmpfs (ephemeral): /tmp, /dev/shm, /dev/mqueue', 'network: none (lo only)'],
       reasons: ['the workspace /workspace is not writable: it lies in /workspace (read-only bind of /h/ws)'],
     })
+  })
+
+  it('a container with a network of its own enforces a mode only partly, saying so (a confined world keeps lo only where NetworkMode is none)', () => {
+    const verdict = assessDockerMode(facts({ ...HARDENED, NetworkMode: 'host' }, [bind('/h/ws', '/workspace', false)]), 'read-only', '/workspace')
+    expect(verdict.enforced && verdict.enforcement).toBe('partial')
+    expect(verdict.enforced ? verdict.gaps : []).toEqual(['the container has a network (NetworkMode host): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)'])
+    const bridged = assessDockerMode(facts({ ...HARDENED, NetworkMode: undefined }, [bind('/h/ws', '/workspace', false)]), 'read-only', '/workspace')
+    expect(bridged.enforced ? bridged.gaps : []).toEqual(['the container has a network (NetworkMode default): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)'])
   })
 
   it('a policy-made workspace-write container enforces workspace-write fully, and not read-only', () => {

@@ -292,6 +292,7 @@ describe('attached containers are inspected', () => {
         'terminals run as uid 1000',
         `workspace /workspace: /workspace (read-only bind of ${workspace.path})`,
         'private writable tmpfs (ephemeral): /tmp, /dev/shm, /dev/mqueue',
+        'network: none (lo only)',
       ],
       gaps: ['host devices are passed in (/dev/null -> /dev/xnull): a writable block device bypasses mount flags'],
     })
@@ -308,8 +309,8 @@ describe('danger-full-access', () => {
       const id = containerOf(world)
       expect(logLines(world)).toEqual([`info: WARNING: sandbox mode danger-full-access: terminals in docker container ${id} (managed) run UNCONFINED (no sandbox)`])
       expect(sandboxReportOf(world.ctx)!.modes.map(mode => [mode.mode, mode.available, mode.enforcement, mode.facts])).toEqual([
-        ['read-only', false, 'unavailable', ['capabilities: AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, NET_RAW, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT', 'terminals run as uid 0', 'workspace /workspace: on the writable root filesystem', 'private writable tmpfs (ephemeral): /dev/shm, /dev/mqueue']],
-        ['workspace-write', false, 'unavailable', ['capabilities: AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, NET_RAW, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT', 'terminals run as uid 0', 'private writable tmpfs (ephemeral): /dev/shm, /dev/mqueue']],
+        ['read-only', false, 'unavailable', ['capabilities: AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, NET_RAW, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT', 'terminals run as uid 0', 'workspace /workspace: on the writable root filesystem', 'private writable tmpfs (ephemeral): /dev/shm, /dev/mqueue', 'network: none (lo only)']],
+        ['workspace-write', false, 'unavailable', ['capabilities: AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, NET_RAW, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT', 'terminals run as uid 0', 'private writable tmpfs (ephemeral): /dev/shm, /dev/mqueue', 'network: none (lo only)']],
         ['danger-full-access', true, 'none', ['no sandbox: the shell runs unconfined in the container (writable rootfs)']],
       ])
       const terminal = await world.open({ cwd: '/root' })

@@ -131,7 +131,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       await refused(shell, 'echo "touch /var/tmp/escaped-gcloud" >> ~/google-cloud-sdk/path.bash.inc')
       await refused(shell, `${planted('gcloud')} > ~/google-cloud-sdk/bin/gcloud`)
       // A socket of a service outside the fence: its directory is not there to connect to.
-      const connect = `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("/run/user/1000/bus")' 2>&1 | tail -n 1; ls -A /run/user | wc -l`
+      const connect = `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("/run/user/1000/bus")' 2>&1 | tail -n 1; ls -A /run | wc -l`
       expect(await run(shell, connect)).toBe("FileNotFoundError: [Errno 2] No such file or directory\n0")
       // The login PATH's directory in HOME, and one ~/.profile would add.
       await refused(shell, `${planted('rg')} > ~/.local/bin/rg`)
@@ -144,7 +144,7 @@ describe('workspace-write at HOME over SSH: the agent attacks what runs outside 
       const note = world.fs!.writeText(await world.fs!.resolve(`${HOME}/notes.txt`), 'replaced\n')
       await expect(note).rejects.toMatchObject({ code: 'FS_SANDBOX_DENIED' })
       await expect(note).rejects.toThrow(`cannot write "${HOME}/notes.txt": file access denied under workspace-write mode: its directory is read-only inside the sandbox`)
-      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain("the user's runtime sockets hidden (--tmpfs /run/user): the systemd and D-Bus outside the fence are out of reach")
+      expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain("the host's and the user's service sockets hidden (--tmpfs /run): the services outside the fence (databases, the container engine, systemd, D-Bus, an ssh ControlMaster) are out of reach there")
       expect(sandboxReportOf(world.ctx, HOME)?.modes.find(mode => mode.mode === 'workspace-write')?.facts).toContain(`kept fixed inside the workspace: what programs outside the fence run or read (every dot-entry of ${HOME}, ${['.bashrc', '.bash_profile', '.bash_login', '.profile', '.bash_logout', '.zshenv', '.zprofile', '.zshrc', '.zlogin', '.zlogout', '.ssh', 'bin', '.local/bin', '.cache/dsh-remote-worlds/tools', '.cargo/bin', 'go/bin', '.cargo/env', '.bash_aliases', 'miniconda3', 'google-cloud-sdk', 'go', 'tools/bin'].map(name => `${HOME}/${name}`).join(', ')}); no new name can be made directly in ${HOME}, ${HOME}/go, ${HOME}/tools`)
     } finally {
       await world.dispose()

@@ -57,6 +57,12 @@ const NO_NETNS_SECCOMP = JSON.stringify({
 
 type Mode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
+/** Filesystem sockets of services outside the fence, and the user each listens as (see beforeAll). */
+const FILE_SOCKETS = [['/run/postgresql/.s.PGSQL.5432', 'root'], ['/home/agent/.ssh/cm.sock', 'agent']] as const
+
+/** A connect to a filesystem socket, in the world's python3: `connected` or the exception's name. */
+const fileConnect = (path: string): string => `python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("${path}"); print("connected")' 2>&1 | tail -n 1`
+
 let capable: SshdWorld
 let noNetns: SshdWorld
 /** A server of this test on the test machine's 127.0.0.1 (the sshd world shares its network). */
@@ -95,6 +101,13 @@ beforeAll(async () => {
   // A service of the user on an abstract socket, outside any fence, that answers each connection.
   const listen = `import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind("\\0${ABSTRACT}")\ns.listen()\nwhile True: s.accept()[0].close()`
   await onHost(capable, `(runuser -u agent -- python3 -c '${listen}' >/dev/null 2>&1 &) && for i in $(seq 100); do grep -q '@${ABSTRACT}$' /proc/net/unix && break; sleep 0.05; done; grep -q '@${ABSTRACT}$' /proc/net/unix`)
+  // Services on the host's filesystem sockets, reachable by anyone outside the fence: a database
+  // of the host in /run (mode 0777, as PostgreSQL makes its socket), and an OpenSSH ControlMaster
+  // of the user in ~/.ssh (which would run commands on the host unconfined).
+  for (const [path, user] of FILE_SOCKETS) {
+    const serve = `import os, socket\ns = socket.socket(socket.AF_UNIX)\ns.bind("${path}")\nos.chmod("${path}", 0o777)\ns.listen()\nwhile True: s.accept()[0].close()`
+    await onHost(capable, `mkdir -p "$(dirname ${path})" && chown ${user} "$(dirname ${path})" && (runuser -u ${user} -- python3 -c '${serve}' >/dev/null 2>&1 &) && for i in $(seq 100); do [ -S ${path} ] && break; sleep 0.05; done; [ -S ${path} ]`)
+  }
 }, 180_000)
 
 afterAll(async () => {
@@ -117,6 +130,8 @@ describe.each(['read-only', 'workspace-write'] as const)('%s over SSH: the confi
     expect(await run(terminal, connect(port))).toBe(refused(port))
     expect(await run(terminal, connect(capable.ports[0]!))).toBe(refused(capable.ports[0]!))
     expect(await run(terminal, ABSTRACT_CONNECT)).toBe('ConnectionRefusedError: [Errno 111] Connection refused')
+    // The host's and the user's service sockets are hidden (--tmpfs /run, --tmpfs ~/.ssh).
+    for (const [path] of FILE_SOCKETS) expect(await run(terminal, fileConnect(path))).toBe('FileNotFoundError: [Errno 2] No such file or directory')
     // Its own loopback works: a server it starts is reached from the same shell.
     expect(await run(terminal, `(python3 -c 'import socket; socket.create_server(("127.0.0.1", 8765)).accept()[0].send(b"inner")' &); sleep 0.5`)).toBe('')
     expect(await run(terminal, connect(8765))).toBe('inner exit=0')
@@ -174,6 +189,7 @@ describe('danger-full-access over SSH: the host\'s network, as it is', () => {
       const terminal = await world.open()
       expect(await run(terminal, connect(port))).toBe('hello exit=0')
       expect(await run(terminal, ABSTRACT_CONNECT)).toBe('connected')
+      for (const [path] of FILE_SOCKETS) expect(await run(terminal, fileConnect(path))).toBe('connected')
       await terminal.close()
     } finally {
       await world.dispose()

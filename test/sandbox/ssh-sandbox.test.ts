@@ -64,7 +64,7 @@ describe('read-only over SSH (bubblewrap on the host)', () => {
   it('confine() wraps the shell in the probed bwrap with the read-only profile, full enforcement', () => {
     const argv = ['/bin/bash', '--noprofile', '--norc', '-i']
     expect(world.ctx.sandbox.confine(argv, { mode: 'read-only', workspaceRoot: WORKSPACE })).toEqual({
-      argv: ['/usr/bin/bwrap', '--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--unshare-net', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp', '--', ...argv],
+      argv: ['/usr/bin/bwrap', '--ro-bind', '/', '/', '--dev', '/dev', '--unshare-pid', '--unshare-net', '--proc', '/proc', '--die-with-parent', '--tmpfs', '/tmp', '--tmpfs', '/run', '--', ...argv],
       enforcement: 'full',
       denialSignatures: ['Read-only file system'],
       runnerFailureRules: [{ fatalSignatures: ['bwrap: '] }],

@@ -66,3 +66,44 @@ describe('the egress gateway and name lookups', () => {
     expect(asked).toEqual([])
   })
 })
+
+/** An upstream that records every byte it receives, answers once a request head came, and closes after it. */
+async function recordingUpstream(): Promise<{ port: number; received: () => string; close(): void }> {
+  let received = ''
+  const server = createServer(socket => {
+    socket.on('data', (chunk: Buffer) => {
+      const before = received
+      received += chunk.toString('latin1')
+      if (!before.includes('\r\n\r\n') && received.includes('\r\n\r\n')) setTimeout(() => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok'), 100)
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { port: (server.address() as AddressInfo).port, received: () => received, close: () => server.close() }
+}
+
+describe('what a plain HTTP request carries to the server', () => {
+  it('one request and its body: Connection: close, and a request pipelined behind it (another virtual host of the server) never reaches it', async () => {
+    const server = await recordingUpstream()
+    try {
+      const answer = await ask([`allowed.test:${server.port}`], `POST http://allowed.test:${server.port}/first HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhelloGET /second HTTP/1.1\r\nHost: secret.test\r\n\r\n`)
+      expect(answer).toBe('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok')
+      expect(server.received()).toBe(`POST /first HTTP/1.1\r\nHost: allowed.test:${server.port}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`)
+    } finally {
+      server.close()
+    }
+  })
+})
+
+describe('a CONNECT tunnel\'s first bytes', () => {
+  it('a TLS record other than a handshake before any hello (a change cipher spec) is refused: nothing reaches the server', async () => {
+    const server = await recordingUpstream()
+    try {
+      const answer = await ask([`allowed.test:${server.port}`], `CONNECT allowed.test:${server.port} HTTP/1.1\r\nHost: allowed.test\r\n\r\n\x14\x03\x03\x00\x01\x01`)
+      expect(answer).toBe('HTTP/1.1 200 Connection established\r\n\r\n')
+      expect(server.received()).toBe('')
+    } finally {
+      server.close()
+    }
+  })
+})

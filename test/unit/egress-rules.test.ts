@@ -118,6 +118,17 @@ describe('decide', () => {
     expect(decide(full, { address: '169.254.169.254', port: 80 })).toEqual({ verdict: 'deny', rule: '169.254.169.254', reason: 'denied by rule 169.254.169.254' })
   })
 
+  it('an unspecified address (0.0.0.0/8, ::, ::ffff:0.0.0.0) is never dialed, whatever allows it: it reaches this machine\'s own loopback', () => {
+    const open = policy('allow', ['0.0.0.0/0', '::/0', 'evil.test'], ['127.0.0.0/8', '::1'])
+    expect(decide(open, { address: '0.0.0.0', port: 18083 })).toEqual({ verdict: 'deny', reason: '0.0.0.0 is an unspecified address, which reaches this machine\'s own loopback; it is never dialed' })
+    expect(decide(open, { address: '0.1.2.3', port: 80 }).verdict).toBe('deny')
+    expect(decide(open, { address: '::', port: 18084 })).toEqual({ verdict: 'deny', reason: ':: is an unspecified address, which reaches this machine\'s own loopback; it is never dialed' })
+    expect(decide(open, { address: '::ffff:0.0.0.0', port: 18083 }).verdict).toBe('deny')
+    // A name resolved to it (--resolve, or a resolver's answer) is judged by that address.
+    expect(decide(open, { host: 'evil.test', address: '0.0.0.0', port: 18083 }).verdict).toBe('deny')
+    expect(decide(open, { address: '1.2.3.4', port: 80 }).verdict).toBe('allow')
+  })
+
   it('allow: a host rule matches the exact name in any case, not names below it', () => {
     const p = policy('allow', ['example.com'])
     expect(decide(p, { host: 'EXAMPLE.com.', port: 443 })).toEqual({ verdict: 'allow', rule: 'example.com', reason: 'allowed by rule example.com' })

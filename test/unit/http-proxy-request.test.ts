@@ -40,26 +40,35 @@ describe('CONNECT', () => {
 })
 
 describe('absolute-form forwarding', () => {
-  it('rewritten to origin-form: Proxy-* dropped, Host set to the URL authority in its place', () => {
-    const request = head('GET http://Example.com:8080/a/b?c=d HTTP/1.1\r\nUser-Agent: curl/8\r\nHost: wrong.test\r\nProxy-Connection: Keep-Alive\r\nProxy-Authorization: Basic eA==\r\nAccept: */*\r\n\r\nBODY')
+  it('rewritten to origin-form: Proxy-* and Connection dropped, Host set to the URL authority in its place, Connection: close last', () => {
+    const request = head('GET http://Example.com:8080/a/b?c=d HTTP/1.1\r\nUser-Agent: curl/8\r\nHost: wrong.test\r\nProxy-Connection: Keep-Alive\r\nProxy-Authorization: Basic eA==\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nAccept: */*\r\n\r\nBODY')
     const parsed = parseProxyRequestHead(request)
     expect(parsed).toEqual({
-      kind: 'forward', method: 'GET', host: 'example.com', port: 8080, headBytes: request.length - 4, version: 'HTTP/1.1',
-      originForm: head('GET /a/b?c=d HTTP/1.1\r\nUser-Agent: curl/8\r\nHost: Example.com:8080\r\nAccept: */*\r\n\r\n'),
+      kind: 'forward', method: 'GET', host: 'example.com', port: 8080, headBytes: request.length - 4, version: 'HTTP/1.1', bodyBytes: 0,
+      originForm: head('GET /a/b?c=d HTTP/1.1\r\nUser-Agent: curl/8\r\nHost: Example.com:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n'),
     })
+  })
+
+  it('says the body\'s length: Content-Length\'s, none (0), or unknown for a chunked or malformed one', () => {
+    const length = (headers: string): number | undefined => (parseProxyRequestHead(head(`POST http://a.test/ HTTP/1.1\r\n${headers}\r\n`)) as { bodyBytes: number | undefined }).bodyBytes
+    expect(length('Content-Length: 12\r\n')).toBe(12)
+    expect(length('')).toBe(0)
+    expect(length('Transfer-Encoding: chunked\r\n')).toBeUndefined()
+    expect(length('Content-Length: 12\r\nTransfer-Encoding: chunked\r\n')).toBeUndefined()
+    expect(length('Content-Length: 1e3\r\n')).toBeUndefined()
   })
 
   it('port 80 by default; Host added after the request line when absent; no path is /', () => {
     expect(parseProxyRequestHead(head('HEAD HTTP://a.test HTTP/1.0\r\nX-A: 1\r\n\r\n'))).toEqual({
-      kind: 'forward', method: 'HEAD', host: 'a.test', port: 80, headBytes: 39, version: 'HTTP/1.0',
-      originForm: head('HEAD / HTTP/1.0\r\nHost: a.test\r\nX-A: 1\r\n\r\n'),
+      kind: 'forward', method: 'HEAD', host: 'a.test', port: 80, headBytes: 39, version: 'HTTP/1.0', bodyBytes: 0,
+      originForm: head('HEAD / HTTP/1.0\r\nHost: a.test\r\nX-A: 1\r\nConnection: close\r\n\r\n'),
     })
   })
 
   it('a query without a path gets /, a fragment is dropped, a second Host header is dropped', () => {
     const parsed = parseProxyRequestHead(head('POST http://[::1]:3000?x=1#frag HTTP/1.1\r\nHost: one\r\nHost: two\r\nContent-Length: 0\r\n\r\n'))
     expect(parsed).toMatchObject({ kind: 'forward', method: 'POST', host: '::1', port: 3000 })
-    expect((parsed as { originForm: Buffer }).originForm.toString('latin1')).toBe('POST /?x=1 HTTP/1.1\r\nHost: [::1]:3000\r\nContent-Length: 0\r\n\r\n')
+    expect((parsed as { originForm: Buffer }).originForm.toString('latin1')).toBe('POST /?x=1 HTTP/1.1\r\nHost: [::1]:3000\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
   })
 
   it.each([
