@@ -18,7 +18,8 @@ import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
-import { IMAGE, hostWorkspace, run } from '../sandbox/helpers.ts'
+import { IMAGE, hostWorkspace, run, startContainer } from '../sandbox/helpers.ts'
+import { sandboxReportOf } from '../../src/sandbox/companion.ts'
 import { FETCH, answerStartingWith, bareRepository, hostGet, startHttpsServer, testCertificates } from './helpers.ts'
 
 /**
@@ -279,6 +280,25 @@ describe('a port forwarded into the same world', () => {
 })
 
 describe('a network setting the world cannot enforce', () => {
+  it('an attached container with a network of its own is refused the confined default none, and taken with an explicit --network full', async () => {
+    const networked = await startContainer({ User: '1000:1000', HostConfig: { NetworkMode: 'host', ReadonlyRootfs: true, CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], Init: true, Tmpfs: { '/tmp': 'rw,size=16m' } } })
+    try {
+      const where = `docker container ${networked.id}`
+      await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: networked.id }, mode: 'read-only', workspaceRoot: '/srv' }))
+        .rejects.toThrow(new InvalidArgumentError(`network 'none' cannot be held in ${where}: it has a network of its own (NetworkMode host), which its confined programs reach; attach a container with NetworkMode none (or let this package create one), or give --network full to accept the container's own network`))
+      const accepted = await openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { container: networked.id }, mode: 'read-only', workspaceRoot: '/srv', network: { network: 'full' } })
+      try {
+        expect(accepted.network.policy.network).toBe('full')
+        const report = sandboxReportOf(accepted.ctx)!.modes.find(entry => entry.mode === 'read-only')!
+        expect([report.enforcement, report.gaps]).toEqual(['partial', ['the container has a network (NetworkMode host): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)']])
+      } finally {
+        await accepted.dispose()
+      }
+    } finally {
+      await networked.remove()
+    }
+  })
+
   it('an egress log this client cannot write is refused before anything starts, naming the file', async () => {
     await expect(openWorld({ runtime: DockerSubprocessRuntime, runtimeConfig: { image: IMAGE }, mode: 'read-only', workspaceRoot: '/tmp', network: { allow: ['example.test'], egressLog: join(logDir, 'missing', 'egress.jsonl') } }))
       .rejects.toThrow(`cannot write the egress log ${join(logDir, 'missing', 'egress.jsonl')}: ENOENT: no such file or directory, open '${join(logDir, 'missing', 'egress.jsonl')}'`)
