@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config'
  * The files of the `remote` lane (test/lanes.ts): the SSH world, the swarm and the unit tests.
  * Every other file is the `engine` lane's: it makes containers on the main Docker engine.
  */
-export const REMOTE_LANE = ['test/ssh/**/*.test.ts', 'test/swarm/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/sandbox/ssh-*.test.ts', 'test/network/ssh-*.test.ts']
+export const REMOTE_LANE = ['test/ssh/**/*.test.ts', 'test/swarm/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/sandbox/ssh-*.test.ts', 'test/network/ssh-*.test.ts', 'test/jobs/ssh-*.test.ts']
 
 // Tests run against a real Docker engine and real upstream packages; `npm test` first runs
 // docker/ensure-world.sh so the engine and the project image exist. Within a lane files run one

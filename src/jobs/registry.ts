@@ -127,6 +127,15 @@ export class WorldJobRegistry extends LocalJobRegistry {
     return this.loaded
   }
 
+  /**
+   * Resolves once every record write asked for so far reached the world (a read's cursor, a
+   * new job): the reads before it are not shown again to a later client. A client killed
+   * between a read and this may show that read's text once more.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.held.values()].map(job => job.writing))
+  }
+
   override start(spec: JobStart): JobId {
     this.refind(spec.owner)
     const holding = this.holdingFor(spec)

@@ -1,0 +1,163 @@
+/**
+ * Background jobs that live in the world (issue 35), one set of cases for every world: with
+ * persistence 'client' a job the `bash` tool's producer starts is held by dsh-job in the world,
+ * runs on when its client ends cleanly or is killed with SIGKILL, and a later client of the same
+ * DSH session finds it by the same id, reads on from where the model stopped, waits for it and
+ * kills it; with persistence 'off' it ends with its client. Real worlds, the real upstream
+ * registry and bash executor.
+ */
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { Context } from '@deepseek-ai/cordis'
+import { JobId } from '@deepseek-ai/dsh-jobs'
+import { afterAll, describe, expect, it } from 'vitest'
+import { ROOT } from './built-package.ts'
+import type { JobClientPlan } from './job-client.ts'
+import { type JobClient, jobClient } from './job-worlds.ts'
+
+/** A process of the world, as the cases look at it. */
+export interface WorldProcess {
+  comm: string
+  cmdline: string
+  state: string
+}
+
+/** One world the cases run in. */
+export interface JobWorld {
+  name: string
+  /** Mounts the world's runtime with `persistence`, as the world's user. */
+  runtime(persistence: 'client' | 'off'): (ctx: Context) => Promise<void>
+  /** The same, for a client in a process of its own (job-client.ts). */
+  plan(persistence: 'client' | 'off'): JobClientPlan['world']
+  /** The world's processes now. */
+  processes(): Promise<WorldProcess[]>
+}
+
+/** A client process (job-client.ts) that started `command` and read until `until`; its job id, what it read, and a SIGKILL. */
+async function startClientProcess(plan: JobClientPlan): Promise<{ id: string; read: string; kill(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'helpers', 'job-client.ts'), JSON.stringify(plan)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { err += chunk.toString() })
+  const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
+  for (const deadline = Date.now() + 60_000; !out.includes('READY\n') && !out.includes('FAILED') && Date.now() < deadline;) await delay(50)
+  expect(out, err).toContain('READY\n')
+  return {
+    id: /^ID (\S+)$/m.exec(out)![1]!,
+    read: JSON.parse(/^READ (.*)$/m.exec(out)![1]!) as string,
+    kill: async () => {
+      child.kill('SIGKILL')
+      await exited
+    },
+  }
+}
+
+/** The suite; call at the top level of a test file. */
+export function jobCases(world: JobWorld): void {
+  const open: JobClient[] = []
+  const client = async (session: string, persistence: 'client' | 'off' = 'client'): Promise<JobClient> => {
+    const made = await jobClient(world.runtime(persistence), session)
+    open.push(made)
+    return made
+  }
+  /** The command lines of the world's live `sleep` processes whose command line holds `text`. */
+  const sleeping = async (text: string): Promise<string[]> => (await world.processes()).filter(row => row.comm === 'sleep' && row.cmdline.includes(text) && row.state !== 'Z').map(row => row.cmdline.trim())
+  const holders = async (): Promise<number> => (await world.processes()).filter(row => row.comm === 'dsh-job' && row.state !== 'Z').length
+  /** Read job `id` until the text so far holds `needle`. */
+  const readUntil = async (c: JobClient, id: JobId, needle: string): Promise<string> => {
+    let text = ''
+    for (const deadline = Date.now() + 20_000; !text.includes(needle) && Date.now() < deadline;) {
+      text += c.jobs.read(id, c.agent).text
+      if (!text.includes(needle)) await delay(100)
+    }
+    return text
+  }
+  const lines = (text: string): string[] => text.split('\n').filter(line => line.startsWith('line-'))
+  const LOOP = 'for i in $(seq 1 40); do echo "line-$i"; sleep 0.1; done; echo "to-stderr" >&2; exit 3'
+  const ALL = Array.from({ length: 40 }, (_, index) => `line-${index + 1}`)
+
+  afterAll(async () => {
+    for (const c of open.splice(0)) await c.close().catch(() => undefined)
+  })
+
+  describe(`held background jobs in the ${world.name} world (persistence client)`, () => {
+    it('outlive a client that ends: the next client of the session lists the job by its id, reads on from the model\'s cursor (nothing twice, nothing lost) and gets its exit status', async () => {
+      const first = await client('session-a')
+      const id = first.background(LOOP)
+      expect(id).toBe('bash-1')
+      const seen = await readUntil(first, id, 'line-5\n')
+      await first.close()
+      expect(await holders()).toBe(1)
+      const second = await client('session-a')
+      expect(second.jobs.list(second.agent).map(job => [job.id, job.label, job.ownerSession])).toEqual([[id, LOOP, 'session-a']])
+      const final = await second.jobs.wait(id, 30_000, second.agent)
+      expect([final.status, final.detail]).toEqual(['completed', 'exit code: 3'])
+      const rest = second.jobs.read(id, second.agent).text
+      expect(lines(`${seen}${rest}`)).toEqual(ALL)
+      expect(rest).toContain('[stderr]\nto-stderr')
+      // Read to its end: nothing of the job is left in the world.
+      await second.jobs.settled()
+      expect(await holders()).toBe(0)
+    }, 90_000)
+
+    it('outlive a client killed with SIGKILL: the next client reads on from what the killed one had read, exactly once', async () => {
+      const killed = await startClientProcess({ world: world.plan('client'), session: 'session-k', command: LOOP, until: 'line-3\n' })
+      await killed.kill()
+      const second = await client('session-k')
+      expect(second.jobs.list(second.agent).map(job => job.id)).toEqual([killed.id])
+      const final = await second.jobs.wait(JobId(killed.id), 30_000, second.agent)
+      expect([final.status, final.detail]).toEqual(['completed', 'exit code: 3'])
+      expect(lines(`${killed.read}${second.jobs.read(JobId(killed.id), second.agent).text}`)).toEqual(ALL)
+    }, 90_000)
+
+    it('a job that ended while no client was attached reports its true exit, and a new job takes a new id', async () => {
+      const first = await client('session-b')
+      const id = first.background('sleep 1; echo done-here; exit 7')
+      await first.close()
+      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
+      const second = await client('session-b')
+      expect(second.jobs.list(second.agent).map(job => job.id)).toEqual([id])
+      const final = await second.jobs.wait(id, 10_000, second.agent)
+      expect([final.status, final.detail]).toEqual(['completed', 'exit code: 7'])
+      expect(second.jobs.read(id, second.agent).text).toBe('done-here\n')
+      const next = second.background('true')
+      expect(next).not.toBe(id)
+      await second.jobs.wait(next, 10_000, second.agent)
+    }, 60_000)
+
+    it('kill from a later client ends the job\'s whole process group, orphans included', async () => {
+      const first = await client('session-c')
+      const id = first.background('sleep 1001 & sleep 1002 & echo started; wait')
+      await readUntil(first, id, 'started')
+      await first.close()
+      expect((await sleeping('sleep 100')).sort()).toEqual(['sleep 1001', 'sleep 1002'])
+      const second = await client('session-c')
+      expect(second.jobs.kill(id, second.agent)).toBe('requested')
+      const final = await second.jobs.wait(id, 15_000, second.agent)
+      expect(final.status).toBe('killed')
+      for (let waited = 0; (await sleeping('sleep 100')).length > 0 && waited < 10_000; waited += 200) await delay(200)
+      expect(await sleeping('sleep 100')).toEqual([])
+    }, 60_000)
+
+    it('another session sees none of them', async () => {
+      const other = await client('session-z')
+      expect(other.jobs.list(other.agent)).toEqual([])
+    })
+  })
+
+  describe(`background jobs in the ${world.name} world with persistence off`, () => {
+    it('end with their client, as the upstream registry\'s do', async () => {
+      const first = await client('session-d', 'off')
+      const id = first.background('sleep 1003')
+      for (let waited = 0; (await sleeping('sleep 1003')).length === 0 && waited < 10_000; waited += 100) await delay(100)
+      expect(await sleeping('sleep 1003')).toEqual(['sleep 1003'])
+      await first.close()
+      expect(await sleeping('sleep 1003')).toEqual([])
+      const second = await client('session-d', 'off')
+      expect(second.jobs.list(second.agent)).toEqual([])
+      expect(() => second.jobs.get(JobId(id), second.agent)).toThrow(`unknown job ${id}`)
+    }, 60_000)
+  })
+}
