@@ -25,6 +25,7 @@ import { attachedDevcontainer, devcontainerNotices, devcontainerReport, devconta
 import { type DoctorCheck, diagnose, formatChecks, formatLeftovers, managedSandboxReport, ownershipGap, scanLeftovers } from './doctor.ts'
 import { formatRecord, runStep, sessionLeftovers } from './run.ts'
 import { formatHeldShells, scanHeldShells } from './doctor-held.ts'
+import { formatHeldJobs, scanHeldJobs } from './doctor-jobs.ts'
 import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
 import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import { parseScript } from './script.ts'
@@ -244,8 +245,10 @@ targetOptions(program.command('doctor'))
   .option('--json', 'print the findings as JSON')
   .option('--reap', 'end what clients that died left there (their sessions; managed containers nobody holds)')
   .option('--include-persistent', 'with --reap: also end the held shells (--persist) of this user, whoever holds them')
-  .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean; includePersistent?: boolean }) => {
+  .option('--include-jobs', 'with --reap: also end the background jobs held in the world (--persist client) of this user')
+  .action(async (flags: TargetFlags & { json?: boolean; reap?: boolean; includePersistent?: boolean; includeJobs?: boolean }) => {
     if (flags.includePersistent === true && flags.reap !== true) throw new InvalidArgumentError('--include-persistent widens --reap to the held shells: add --reap')
+    if (flags.includeJobs === true && flags.reap !== true) throw new InvalidArgumentError('--include-jobs widens --reap to the held background jobs: add --reap')
     const resolved = await resolveTarget(flags)
     // Doctor lists leftovers instead of reaping them on connect (the default of every other client).
     const target = { ...resolved, world: { ...resolved.world, runtimeConfig: { ...(resolved.world.runtimeConfig as object), reapOrphans: false } } }
@@ -253,19 +256,21 @@ targetOptions(program.command('doctor'))
       await withWorld(target, async world => {
         // Held shells first: ending them makes their sessions the leftovers of gone owners, which the reap then ends.
         const held = await scanHeldShells(world, { reap: flags.reap === true && flags.includePersistent === true })
+        const jobs = await scanHeldJobs(world.runtime, { reap: flags.reap === true && flags.includeJobs === true })
         const leftovers = await scanLeftovers(world, { reap: flags.reap === true })
         const checks = await diagnose(world, target.cwd, { terminal: target.terminal, shell: flags.shell })
         const inspected = sandboxReportOf(world.ctx)
         const sandbox = inspected !== undefined && target.managed ? managedSandboxReport(inspected, flags.mode ?? 'danger-full-access') : inspected
         const devcontainer = await devcontainerReport(world)
         process.stdout.write(`${flags.json === true
-          ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers, held }, null, 2)
+          ? JSON.stringify({ target: target.description, checks, ...(devcontainer !== undefined ? { devcontainer } : {}), sandbox, leftovers, held, jobs }, null, 2)
           : [
             formatChecks(target.description, checks),
             ...(devcontainer === undefined ? [] : formatDevcontainerReport(devcontainer).map(line => `  ${line}`)),
             ...(sandbox === undefined ? ['  sandbox: no ctx.sandbox provider in this world (only danger-full-access can run)'] : ['  sandbox modes this world can enforce:', ...formatSandboxReport(sandbox).map(line => `    ${line}`)]),
             '  left by clients that died:', ...formatLeftovers(leftovers).map(line => `    ${line}`),
             '  held shells (--persist; they outlive their clients):', ...formatHeldShells(held).map(line => `    ${line}`),
+            '  background jobs held in the world (--persist client; they outlive their clients):', ...formatHeldJobs(jobs).map(line => `    ${line}`),
           ].join('\n')}\n`)
         process.exitCode = checks.every(check => check.ok) ? 0 : 1
       })

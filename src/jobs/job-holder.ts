@@ -157,3 +157,21 @@ export async function heldJobTransport(owner: WorldOwner, place: JobPlace): Prom
     delivered,
   }
 }
+
+/**
+ * Ask the holder of a held job to end it: SIGTERM to the holder, which sends SIGTERM to every
+ * process of the job and SIGKILL 2 s later, and records its end (dsh-job.c). Fenced: only the
+ * process with pid `holder` that leads its own session and whose command line holds `key`
+ * (`dsh-job hold DIR KEY ...`), so a pid taken by another process is never signalled.
+ * @returns whether the holder was signalled (false: it is gone).
+ * @throws the world's errors.
+ */
+export async function endHeldJob(owner: WorldOwner, holder: number, key: string): Promise<boolean> {
+  const control = await owner.control()
+  const stat = await control.stat(holder)
+  if (stat === undefined || stat.session !== holder) return false
+  const identity = { pid: holder, starttime: stat.starttime }
+  // control.sh answers the command line as hex (its NULs kept).
+  if (!Buffer.from(await control.commandLine(identity) ?? '', 'hex').toString('latin1').includes(key)) return false
+  return (await control.kill('TERM', [identity])).get(holder) === 'signalled'
+}

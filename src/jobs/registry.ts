@@ -36,7 +36,7 @@ import LocalJobRegistry from '@deepseek-ai/dsh-jobs-local'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { type ProcessHolding, holdProcesses } from '../providers/remote/process-holding.ts'
 import { type WorldOwner, worldOwnerOf } from '../providers/remote/world-owner.ts'
-import { heldJobTransport, holdJob, jobsDirectory, outcomeOfEnd, tailJob } from './job-holder.ts'
+import { endHeldJob, heldJobTransport, holdJob, jobsDirectory, outcomeOfEnd, tailJob } from './job-holder.ts'
 import { RefoundJobOutput } from './job-output.ts'
 import { type JobRecord, JOB_RECORD_VERSION, type ListedJob, listJobRecords, removeJobFiles, writeJobRecord } from './job-records.ts'
 
@@ -311,19 +311,10 @@ export class WorldJobRegistry extends LocalJobRegistry {
     }
   }
 
-  /**
-   * SIGTERM to a job's holder, fenced: only the process with that pid that leads its own session
-   * and whose command line holds the job's key (`dsh-job hold DIR KEY ...`).
-   */
+  /** End a re-found job through its holder (job-holder.ts endHeldJob); a failure is logged. */
   private async signalHolder(owner: WorldOwner, pid: number, key: string): Promise<void> {
     try {
-      const control = await owner.control()
-      const stat = await control.stat(pid)
-      if (stat === undefined || stat.session !== pid) return
-      const identity = { pid, starttime: stat.starttime }
-      // control.sh answers the command line as hex (its NULs kept).
-      if (!Buffer.from(await control.commandLine(identity) ?? '', 'hex').toString('latin1').includes(key)) return
-      await control.kill('TERM', [identity])
+      await endHeldJob(owner, pid, key)
     } catch (error) {
       this.context.logger('jobs').warn(`jobs: the holder ${pid} could not be signalled: ${(error as Error).message}`)
     }

@@ -12,6 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { Context } from '@deepseek-ai/cordis'
 import { JobId } from '@deepseek-ai/dsh-jobs'
 import { afterAll, describe, expect, it } from 'vitest'
+import { scanHeldJobs } from '../../src/cli/doctor-jobs.ts'
 import { ROOT } from './built-package.ts'
 import type { JobClientPlan } from './job-client.ts'
 import { type JobClient, jobClient } from './job-worlds.ts'
@@ -139,6 +140,20 @@ export function jobCases(world: JobWorld): void {
       expect(final.status).toBe('killed')
       for (let waited = 0; (await sleeping('sleep 100')).length > 0 && waited < 10_000; waited += 200) await delay(200)
       expect(await sleeping('sleep 100')).toEqual([])
+    }, 60_000)
+
+    it('doctor lists a held job with its session and state, and --reap --include-jobs ends it and removes its files', async () => {
+      const first = await client('session-r')
+      const id = first.background('sleep 1004')
+      for (let waited = 0; (await sleeping('sleep 1004')).length === 0 && waited < 10_000; waited += 100) await delay(100)
+      await first.close()
+      const inspector = await client('session-doctor')
+      const listed = (await scanHeldJobs(inspector.ctx.get('subprocess'), { reap: false })).jobs.filter(job => job.session === 'session-r')
+      expect(listed.map(job => [job.id, job.label, job.state.startsWith('running (holder ')])).toEqual([[id, 'sleep 1004', true]])
+      const reaped = await scanHeldJobs(inspector.ctx.get('subprocess'), { reap: true })
+      expect(reaped.reaped).toBe(true)
+      expect(await sleeping('sleep 1004')).toEqual([])
+      expect((await scanHeldJobs(inspector.ctx.get('subprocess'), { reap: false })).jobs).toEqual([])
     }, 60_000)
 
     it('another session sees none of them', async () => {
