@@ -15,6 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { scanHeldJobs } from '../../src/cli/doctor-jobs.ts'
 import { ROOT } from './built-package.ts'
 import type { JobClientPlan } from './job-client.ts'
+import { callTool, openToolWorld, shown } from './job-tools.ts'
 import { type JobClient, jobClient } from './job-worlds.ts'
 
 /** A process of the world, as the cases look at it. */
@@ -35,9 +36,12 @@ export interface JobWorld {
   processes(): Promise<WorldProcess[]>
 }
 
-/** A client process (job-client.ts) that started `command` and read until `until`; its job id, what it read, and a SIGKILL. */
-async function startClientProcess(plan: JobClientPlan): Promise<{ id: string; read: string; kill(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'helpers', 'job-client.ts'), JSON.stringify(plan)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+/**
+ * A client process (job-client.ts, or with `tools` job-tools-client.ts: DSH's own tools) that
+ * started `command` and read until `until`; its job id, what it read, and a SIGKILL.
+ */
+async function startClientProcess(plan: JobClientPlan, tools = false): Promise<{ id: string; read: string; kill(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'helpers', tools ? 'job-tools-client.ts' : 'job-client.ts'), JSON.stringify(plan)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let err = ''
   child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
@@ -155,6 +159,29 @@ export function jobCases(world: JobWorld): void {
       expect(await sleeping('sleep 1004')).toEqual([])
       expect((await scanHeldJobs(inspector.ctx.get('subprocess'), { reap: false })).jobs).toEqual([])
     }, 60_000)
+
+    it('through DSH\'s own tools: bash with run_in_background starts it, its client is killed with SIGKILL, a new client of the session reads what came meanwhile with job_output, then job_kill leaves nothing of it', async () => {
+      const killed = await startClientProcess({ world: world.plan('client'), session: 'session-tools', command: 'for i in $(seq 1 600); do echo "tick-$i"; sleep 0.1; done', until: 'tick-3\n' }, true)
+      await killed.kill()
+      const next = await openToolWorld(world.plan('client'), 'session-tools')
+      try {
+        const listed = shown(await callTool(next, 'job_list', {}))
+        expect(listed).toContain(killed.id)
+        await delay(1_000)
+        const meanwhile = shown(await callTool(next, 'job_output', { job_id: killed.id }))
+        const ticks = `${killed.read}\n${meanwhile}`.split('\n').filter(line => /^tick-\d+$/.test(line)).map(line => Number(line.slice(5)))
+        // Every tick once, in order, from the first: none lost while no client was there, none twice.
+        expect(ticks).toEqual(Array.from({ length: ticks.length }, (_, index) => index + 1))
+        expect(ticks.length).toBeGreaterThan(5)
+        expect(shown(await callTool(next, 'job_kill', { job_id: killed.id }))).toContain(killed.id)
+        const final = await (next.ctx.get('jobs') as unknown as JobClient['jobs']).wait(JobId(killed.id), 15_000, next.agent)
+        expect(final.status).toBe('killed')
+        for (let waited = 0; ((await world.processes()).some(row => row.cmdline.includes('tick-$i') && row.state !== 'Z')) && waited < 10_000; waited += 200) await delay(200)
+        expect((await world.processes()).filter(row => row.cmdline.includes('tick-$i') && row.state !== 'Z').map(row => row.comm)).toEqual([])
+      } finally {
+        await next.dispose()
+      }
+    }, 90_000)
 
     it('another session sees none of them', async () => {
       const other = await client('session-z')
