@@ -30,6 +30,9 @@ import type { ConfinedSandboxMode, SandboxEnforcement } from '@deepseek-ai/dsh-s
 import type Docker from 'dockerode'
 import { isWithin } from '../providers/remote/paths.ts'
 
+/** How the gap of a container with a network of its own begins (a swarm task that proved lo only drops it). */
+export const NETWORK_GAP_PREFIX = 'the container has a network'
+
 /** What the inspector needs to know about a container. */
 export interface DockerSandboxFacts {
   /** The container's inspect result (only HostConfig, Mounts and Config.User are read). */
@@ -214,7 +217,7 @@ export function assessDockerMode(facts: DockerSandboxFacts, mode: ConfinedSandbo
   // (network/world-network.ts): a container with a network of its own is a gap, said.
   const network = hostConfig.NetworkMode ?? 'default'
   if (network === 'none') enforcing.push('network: none (lo only)')
-  else gaps.push(`the container has a network (NetworkMode ${network}): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)`)
+  else gaps.push(`${NETWORK_GAP_PREFIX} (NetworkMode ${network}): its programs reach what that network reaches (a confined world keeps lo only where NetworkMode is none)`)
 
   if (reasons.length > 0) return { mode, enforced: false, facts: enforcing, reasons }
   return { mode, enforced: true, enforcement: gaps.length === 0 ? 'full' : 'partial', facts: enforcing, gaps }

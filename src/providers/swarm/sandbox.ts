@@ -18,7 +18,7 @@ import type {} from '@deepseek-ai/dsh-sandbox-policy'
 import type Docker from 'dockerode'
 import { InvalidArgumentError } from '../remote/errors.ts'
 import { provideSandbox, type SandboxCompanion } from '../../sandbox/companion.ts'
-import type { DockerModeAssessment } from '../../sandbox/docker-inspect.ts'
+import { type DockerModeAssessment, NETWORK_GAP_PREFIX } from '../../sandbox/docker-inspect.ts'
 import { DockerSandboxProvider, type DockerSandboxProviderConfig } from '../../sandbox/docker-provider.ts'
 import type { WorldSandboxReport } from '../../sandbox/report.ts'
 import type { DockerWorld } from '../docker/docker-world.ts'
@@ -71,7 +71,9 @@ export class SwarmSandboxProvider extends DockerSandboxProvider {
     ]
     if (!verdict.enforced) return { ...verdict, facts: [...verdict.facts, ...proven], reasons: [...verdict.reasons, ...unproven] }
     if (unproven.length > 0) return { mode, enforced: false, facts: [...verdict.facts, ...proven], reasons: unproven }
-    return { ...verdict, facts: [...verdict.facts, ...proven] }
+    // The service's NetworkMode is the engine's default, but the task proved lo only: no gap.
+    const gaps = verdict.gaps.filter(gap => !gap.startsWith(NETWORK_GAP_PREFIX))
+    return { ...verdict, enforcement: gaps.length === 0 ? 'full' : 'partial', facts: [...verdict.facts, ...proven], gaps }
   }
 
   /** The Docker report, with the network the task proved. */
