@@ -16,7 +16,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import { expect, it } from 'vitest'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { HeldShellDeniedError, HeldShellLostError, type RemoteWorldError } from '../../src/providers/remote/errors.ts'
+import { HeldShellBusyError, HeldShellDeniedError, HeldShellLostError, type RemoteWorldError } from '../../src/providers/remote/errors.ts'
 import type { HeldShellRecord } from '../../src/providers/remote/pty-holder/held-records.ts'
 import { SESSION_TAG_VARIABLE } from '../../src/providers/remote/ownership.ts'
 import { holderScript, terminalHolder } from '../../src/providers/remote/pty-holder/holder-install.ts'
@@ -251,7 +251,19 @@ export function heldShellCases(world: HeldShellWorld, user: string, options: { r
       // From the log's first byte: the shell printed more than 512 KiB, the attach grants 256 KiB,
       // so the holder has not sent the log up to its head when the probe comes. (512 KiB, not
       // more: all of it must reach the reader within the holder's 2 s bound on a loaded machine.)
-      const { terminal: held, reply } = await attachHeldShell(await relay(), 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: relay, deadlineMs: 30_000 }, 0, true)
+      // The detached connection's relay ends a moment after its transport closed; until the
+      // holder saw it go, it refuses a new controller (HeldShellBusyError), as it would another client.
+      const attach = async (): Promise<Awaited<ReturnType<typeof attachHeldShell>>> => {
+        for (let tries = 1; ; tries += 1) {
+          try {
+            return await attachHeldShell(await relay(), 'test', { secret: Buffer.from(record.secret, 'hex'), controller: randomBytes(16).toString('hex'), reconnect: relay, deadlineMs: 30_000 }, 0, true)
+          } catch (error) {
+            if (!(error instanceof HeldShellBusyError) || tries === 50) throw error
+            await delay(100)
+          }
+        }
+      }
+      const { terminal: held, reply } = await attach()
       expect(reply.start).toBe(0)
       let taken = 0
       held.output.on('data', (chunk: Buffer) => { taken += chunk.length })

@@ -640,12 +640,15 @@ export class RemoteProcessHandle implements SubprocessHandle {
   /**
    * Begin the SIGTERM -> graceMs -> SIGKILL escalation on the process tree (the program's
    * session and every descendant, through the control channel). Idempotent; a no-op once the
-   * tree is gone; also triggered by the spec's abort signal and the runtime's disposal. Before
+   * tree is gone, and for a released held process ({@link release}); also triggered by the
+   * spec's abort signal and the runtime's disposal. Before
    * the program started in the world, the start finishes first and the escalation follows it
    * (see the class comment), unless `options.cancelUnstarted` stops a start not yet opened. A
    * failure surfaces from {@link waitForExit}.
    */
   terminate(options?: RemoteTerminateOptions): void {
+    // A released process is its holder's (release): its transport closing is no reason to end it.
+    if (this.released) return
     // Noted even when a termination already runs: its start may not have been opened yet.
     if (options?.cancelUnstarted === true) this.cancelUnstarted = true
     if (this.treeGone || this.termination !== undefined) return
