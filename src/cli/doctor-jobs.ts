@@ -34,14 +34,14 @@ export interface HeldJobReport {
   reaped: boolean
 }
 
-function entryOf({ record, state }: ListedJob): HeldJobEntry {
+function entryOf({ record, state, holder }: ListedJob): HeldJobEntry {
   const ended = /^ended (.*)$/.exec(state)
   return {
     id: record.id,
     session: record.session ?? null,
     label: record.label,
     started: new Date(record.startedAt).toISOString(),
-    state: ended !== null ? `ended: ${ended[1]}` : state.startsWith('running') || /^(exited|killed) /.test(state) ? `running (holder ${record.holder})` : 'unknown',
+    state: ended !== null ? `ended: ${ended[1]}` : holder !== undefined ? `running (holder ${holder})` : 'unknown',
   }
 }
 
@@ -57,7 +57,7 @@ export async function scanHeldJobs(runtime: RemoteWorld['runtime'] | undefined, 
   const listed = await listJobRecords(owner, dir)
   const jobs = listed.map(entryOf)
   if (options.reap && listed.length > 0) {
-    for (const { record, state } of listed) if (!state.startsWith('ended')) await endHeldJob(owner, record.holder, record.key)
+    for (const { record, holder } of listed) if (holder !== undefined) await endHeldJob(owner, holder, record.key)
     const deadline = performance.now() + HOLDER_END_MS
     while (performance.now() < deadline && (await listJobRecords(owner, dir)).some(job => !job.state.startsWith('ended') && listed.some(ended => ended.record.key === job.record.key))) await delay(100)
     for (const { record } of listed) await removeJobFiles(owner, dir, record.key)

@@ -1,17 +1,22 @@
 /**
- * The record of a held job in its world (DIR/KEY.meta beside dsh-job's own files, in the jobs
- * directory of the world's user): what a later client needs to list the job with the same id,
- * owner session and label, to read its output from where the last reader stopped, and to stop
- * it. Written by this client (a JSON object, replaced atomically); dsh-job writes DIR/KEY.state.
+ * The record of a held job in its world, beside dsh-job's own files in the jobs directory of the
+ * world's user: what a later client needs to list the job with the same id, owner session and
+ * label, to read its output from where the last reader stopped, and to stop it.
+ * - DIR/KEY.meta: the {@link JobRecord}, one JSON line, written by dsh-job as it starts the job
+ *   (dsh-job run), never changed after.
+ * - DIR/KEY.cursor: `OUT ERR`, the offsets the last reader consumed up to, written by dsh-job
+ *   as a reader asks through its tail (job-holder.ts `recordCursor`).
+ * - DIR/KEY.state: dsh-job's state line (the holder's pid while it runs, then the job's end).
  * @module dsh-remote-worlds/jobs/job-records
  */
 import { z } from 'zod'
 import { shQuote } from '../providers/remote/quote.ts'
 import type { WorldOwner } from '../providers/remote/world-owner.ts'
 import { runInWorld } from '../providers/remote/world-tools/run.ts'
+import { holderInState, type JobCursor } from './job-holder.ts'
 
 /** The record's version (its `version` field); another one is left alone. */
-export const JOB_RECORD_VERSION = 1
+export const JOB_RECORD_VERSION = 2
 
 /** One held job's record. */
 export const JobRecord = z.object({
@@ -29,30 +34,22 @@ export const JobRecord = z.object({
   startedAt: z.number(),
   /** The nonce of its process wrapper's markers (process-wrapper.ts). */
   nonce: z.string().regex(/^[0-9a-f]{32}$/),
-  /** The holder's pid in the world. */
-  holder: z.number().int().positive(),
-  /** The raw stream offsets a reader consumed up to (the wrapper's markers included). */
-  cursor: z.object({ stdout: z.number().int().nonnegative(), stderr: z.number().int().nonnegative() }),
-  /** A reader saw its end and reported it: a later client lists it no more. */
-  collected: z.boolean().optional(),
 }).strict()
 export type JobRecord = z.infer<typeof JobRecord>
 
-/** A record read from the world, with dsh-job's state line (`running ...`, `exited N`, `ended ...`; empty when missing). */
+/** A record read from the world, with dsh-job's state line (`running ...`, `exited N ...`, `ended ...`; empty when missing). */
 export interface ListedJob {
   record: JobRecord
   state: string
+  /** The raw stream offsets the last reader consumed up to (the wrapper's markers included); 0 0 before any. */
+  cursor: JobCursor
+  /** The holder's pid the state names (job-holder.ts holderInState); undefined once the job ended. */
+  holder: number | undefined
 }
 
-/**
- * Write (replace) `record` in `dir`.
- * @throws the world's errors; Error when the world refused the write.
- */
-export async function writeJobRecord(owner: WorldOwner, dir: string, record: JobRecord): Promise<void> {
-  const path = `${dir}/${record.key}.meta`
-  const temporary = `${path}.${process.pid}.tmp`
-  const result = await runInWorld(owner, `umask 077 && cat > ${shQuote(temporary)} && mv -f ${shQuote(temporary)} ${shQuote(path)}`, Buffer.from(`${JSON.stringify(record)}\n`, 'utf8'))
-  if (result.exitCode !== 0) throw new Error(`${owner.describe()}: cannot write the job record ${path}: ${result.stderr.trim().slice(0, 300) || `exit ${result.exitCode}`}`)
+/** `record` as the one line its file holds. */
+export function jobRecordLine(record: JobRecord): string {
+  return JSON.stringify(record)
 }
 
 /**
@@ -61,24 +58,26 @@ export async function writeJobRecord(owner: WorldOwner, dir: string, record: Job
  * @throws the world's errors.
  */
 export async function listJobRecords(owner: WorldOwner, dir: string): Promise<ListedJob[]> {
-  // One line per job: the record's JSON, a tab, the state's first line.
+  // One line per job: the record's JSON, a tab, the state's first line, a tab, the cursor.
   const script = `cd ${shQuote(dir)} 2>/dev/null || exit 0
 for f in *.meta; do
   [ -f "$f" ] && [ ! -L "$f" ] || continue
-  k=\${f%.meta}; s=
+  k=\${f%.meta}; s= c=
   [ -f "$k.state" ] && IFS= read -r s < "$k.state"
-  { tr -d '\\n\\t' < "$f"; printf '\\t%s\\n' "$s"; }
+  [ -f "$k.cursor" ] && IFS= read -r c < "$k.cursor"
+  { tr -d '\\n\\t' < "$f"; printf '\\t%s\\t%s\\n' "$s" "$c"; }
 done
 exit 0
 `
   const result = await runInWorld(owner, script)
   const listed: ListedJob[] = []
   for (const line of result.stdout.split('\n')) {
-    const tab = line.lastIndexOf('\t')
-    if (tab < 0) continue
+    const fields = line.split('\t')
+    if (fields.length !== 3) continue
+    const [json, state, cursor] = fields as [string, string, string]
     try {
-      const parsed = JobRecord.safeParse(JSON.parse(line.slice(0, tab)))
-      if (parsed.success) listed.push({ record: parsed.data, state: line.slice(tab + 1) })
+      const parsed = JobRecord.safeParse(JSON.parse(json))
+      if (parsed.success) listed.push({ record: parsed.data, state, holder: holderInState(state), cursor: cursorOf(cursor) })
     } catch {
       // Not JSON: a partial write, or not ours.
     }
@@ -93,5 +92,11 @@ exit 0
 export async function removeJobFiles(owner: WorldOwner, dir: string, key: string): Promise<void> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(key)) throw new RangeError(`not a job key: ${JSON.stringify(key)}`)
   const base = shQuote(`${dir}/${key}`)
-  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch; exit 0`)
+  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch ${base}.cursor; exit 0`)
+}
+
+/** A cursor file's line (`OUT ERR`); 0 0 when missing or not that. */
+export function cursorOf(line: string): JobCursor {
+  const match = /^(\d+) (\d+)$/.exec(line)
+  return match === null ? { stdout: 0, stderr: 0 } : { stdout: Number(match[1]), stderr: Number(match[2]) }
 }

@@ -36,9 +36,9 @@ import LocalJobRegistry from '@deepseek-ai/dsh-jobs-local'
 import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { type ProcessHolding, holdProcesses } from '../providers/remote/process-holding.ts'
 import { type WorldOwner, worldOwnerOf } from '../providers/remote/world-owner.ts'
-import { endHeldJob, heldJobTransport, holdJob, jobsDirectory, outcomeOfEnd, tailJob } from './job-holder.ts'
+import { endHeldJob, type JobCursor, jobsDirectory, type JobTail, outcomeOfEnd, runHeldJob, tailJob } from './job-holder.ts'
 import { RefoundJobOutput } from './job-output.ts'
-import { type JobRecord, JOB_RECORD_VERSION, type ListedJob, listJobRecords, removeJobFiles, writeJobRecord } from './job-records.ts'
+import { type JobRecord, JOB_RECORD_VERSION, jobRecordLine, type ListedJob, listJobRecords, removeJobFiles } from './job-records.ts'
 
 /** The registry's configuration: the upstream registry's (`maxConcurrentJobsPerOwner`). */
 export const Config = LocalJobRegistry.Config
@@ -51,14 +51,20 @@ const DETACHED_DETAIL = 'detached: it runs on in the world'
 interface HeldJob {
   /** The world it is held in (kept: while this client ends, `ctx.subprocess` may be gone already). */
   owner: WorldOwner
-  /** Its record, once the holder started it (written to the world then). */
+  /** Its record, once the holder started it (dsh-job wrote it to the world then). */
   record: JobRecord | undefined
   /** Where its files are. */
   dir: string
   /** The raw offsets read so far: a live job's transport, or a re-found job's reader. */
-  cursor(): { stdout: number; stderr: number }
-  /** Record writes, one at a time. */
+  cursor(): JobCursor
+  /** The tail that reads it, through which its cursor is recorded. */
+  tail: JobTail | undefined
+  /** The cursor last asked to be recorded (as `OUT ERR`). */
+  recorded: string
+  /** Cursor records and the removal of its files, in flight. */
   writing: Promise<void>
+  /** A reader saw its end: its files are removed, nothing more is recorded. */
+  collected: boolean
 }
 
 /**
@@ -204,8 +210,8 @@ export class WorldJobRegistry extends LocalJobRegistry {
     const persistence = owner.persistenceSetting()
     if (persistence.mode !== 'client') return undefined
     const key = `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`
-    let delivered: { stdout: number; stderr: number } = { stdout: 0, stderr: 0 }
-    const job: HeldJob = { owner, record: undefined, dir: '', cursor: () => ({ ...delivered }), writing: Promise.resolve() }
+    let delivered: JobCursor = { stdout: 0, stderr: 0 }
+    const job: HeldJob = { owner, record: undefined, dir: '', cursor: () => ({ ...delivered }), tail: undefined, recorded: '0 0', writing: Promise.resolve(), collected: false }
     let id: string | undefined
     const startedAt = Date.now()
     const holding: ProcessHolding = {
@@ -214,14 +220,13 @@ export class WorldJobRegistry extends LocalJobRegistry {
       open: async (script, { nonce }) => {
         const control = await owner.control()
         job.dir = jobsDirectory(control.info.uid)
-        const place = { dir: job.dir, key }
-        const holder = await holdJob(owner, place, Math.ceil(persistence.ttlMs / 1000), persistence.logBytes, script)
-        job.record = { version: JOB_RECORD_VERSION, key, id: id ?? '', kind: spec.kind, label: spec.label, ...(spec.owner !== undefined ? { session: spec.owner.id } : {}), ...(spec.outputLimitBytes !== undefined ? { outputLimitBytes: spec.outputLimitBytes } : {}), startedAt, nonce, holder, cursor: { stdout: 0, stderr: 0 } }
-        this.persist(job)
-        await job.writing
-        const transport = await heldJobTransport(owner, place)
-        delivered = transport.delivered
-        return transport
+        const record: JobRecord = { version: JOB_RECORD_VERSION, key, id: id ?? '', kind: spec.kind, label: spec.label, ...(spec.owner !== undefined ? { session: spec.owner.id } : {}), ...(spec.outputLimitBytes !== undefined ? { outputLimitBytes: spec.outputLimitBytes } : {}), startedAt, nonce }
+        // dsh-job writes the record before the job starts: one exec starts, records and reads it.
+        const run = await runHeldJob(owner, { dir: job.dir, key }, { ttlSeconds: Math.ceil(persistence.ttlMs / 1000), logBytes: persistence.logBytes, meta: jobRecordLine(record), script })
+        job.record = record
+        job.tail = run.tail
+        delivered = run.delivered
+        return run.transport
       },
     }
     return { holding, job, registered: shown => { id = shown } }
@@ -267,14 +272,14 @@ export class WorldJobRegistry extends LocalJobRegistry {
     if (owner === undefined) return
     for (const listed of this.loaded) {
       const { record } = listed
-      if (record.session !== agent.id || record.collected === true || this.inner.has(record.id)) continue
+      if (record.session !== agent.id || this.inner.has(record.id)) continue
       try {
         const innerId = super.start({
           kind: record.kind as JobStart['kind'],
           label: record.label,
           owner: agent,
           ...(record.outputLimitBytes !== undefined ? { outputLimitBytes: record.outputLimitBytes } : {}),
-          run: () => this.letGoAtDisposal(this.refoundHooks(owner, record), () => record.id, agent),
+          run: () => this.letGoAtDisposal(this.refoundHooks(owner, listed), () => record.id, agent),
         })
         this.link(innerId, record.id)
         this.noteIssued(record.kind, record.id)
@@ -287,64 +292,63 @@ export class WorldJobRegistry extends LocalJobRegistry {
   }
 
   /** The hooks of a job a restarted client found again: its holder's output and end, read on from the record's cursor. */
-  private refoundHooks(owner: WorldOwner, record: JobRecord): JobHooks {
-    const output = new RefoundJobOutput(record.nonce, record.cursor)
+  private refoundHooks(owner: WorldOwner, { record, cursor }: ListedJob): JobHooks {
+    const output = new RefoundJobOutput(record.nonce, cursor)
     const done = Promise.withResolvers<JobOutcome>()
-    const job: HeldJob = { owner, record, dir: '', cursor: () => output.cursor, writing: Promise.resolve() }
+    const job: HeldJob = { owner, record, dir: '', cursor: () => output.cursor, tail: undefined, recorded: `${cursor.stdout} ${cursor.stderr}`, writing: Promise.resolve(), collected: false }
     this.held.set(record.id, job)
     const place = owner.control().then(control => {
       job.dir = jobsDirectory(control.info.uid)
       return { dir: job.dir, key: record.key }
     })
-    place.then(where => tailJob(owner, where, record.cursor, {
+    place.then(where => tailJob(owner, where, cursor, {
       output: (stream, offset, data) => output.push(stream, offset, data),
       end: line => done.resolve(processOutcome(output.outcome(outcomeOfEnd(line)))),
       fail: error => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${error.message}` }),
-    })).catch((error: unknown) => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${(error as Error).message}` }))
+    })).then(tail => { job.tail = tail }, (error: unknown) => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${(error as Error).message}` }))
     return {
       cancel: () => {
         // The holder ends the job's sessions (TERM, then KILL) and records its end; the tail reports it.
-        void this.signalHolder(owner, record.holder, record.key)
+        void place.then(where => this.signalHolder(owner, where.dir, record.key))
       },
       done: done.promise,
       readOutput: () => output.read().delta,
     }
   }
 
-  /** End a re-found job through its holder (job-holder.ts endHeldJob); a failure is logged. */
-  private async signalHolder(owner: WorldOwner, pid: number, key: string): Promise<void> {
+  /**
+   * End a re-found job through its holder (job-holder.ts endHeldJob), found by the job's state
+   * as it is now; a job that ended has none. A failure is logged.
+   */
+  private async signalHolder(owner: WorldOwner, dir: string, key: string): Promise<void> {
     try {
-      await endHeldJob(owner, pid, key)
+      const holder = (await listJobRecords(owner, dir)).find(listed => listed.record.key === key)?.holder
+      if (holder !== undefined) await endHeldJob(owner, holder, key)
     } catch (error) {
-      this.context.logger('jobs').warn(`jobs: the holder ${pid} could not be signalled: ${(error as Error).message}`)
+      this.context.logger('jobs').warn(`jobs: the holder of job ${key} could not be signalled: ${(error as Error).message}`)
     }
   }
 
-  /** After a read: the reader's offsets go to the record; an ended job read to its end leaves the world. */
+  /** After a read: the reader's offsets are recorded in the world; an ended job read to its end leaves it. */
   private afterRead(snapshot: JobSnapshot): void {
     const job = this.held.get(snapshot.id)
-    if (job?.record === undefined) return
+    if (job?.record === undefined || job.collected) return
     const terminal = snapshot.status === 'completed' || snapshot.status === 'killed' || snapshot.status === 'failed'
+    const { owner, dir, record } = job
     if (terminal && !this.detached.has(snapshot.id)) {
-      job.record = { ...job.record, collected: true }
-      const { owner, dir, record } = job
+      job.collected = true
       job.writing = job.writing.then(() => dir === '' ? undefined : removeJobFiles(owner, dir, record.key)).catch(() => undefined)
       owner.keepOpenFor(job.writing)
       return
     }
-    job.record = { ...job.record, cursor: job.cursor() }
-    this.persist(job)
-  }
-
-  /** Write the job's record (after the writes before it). */
-  private persist(job: HeldJob): void {
-    const { owner } = job
-    job.writing = job.writing.then(async () => {
-      if (job.record === undefined || job.record.collected === true || job.dir === '') return
-      await writeJobRecord(owner, job.dir, job.record)
-    }).catch((error: unknown) => {
-      this.context.logger('jobs').warn(`jobs: the record of ${job.record?.id ?? 'a job'} could not be written: ${(error as Error).message}`)
+    const cursor = job.cursor()
+    const line = `${cursor.stdout} ${cursor.stderr}`
+    if (line === job.recorded || job.tail === undefined) return
+    job.recorded = line
+    const recording = job.tail.recordCursor(cursor).catch((error: unknown) => {
+      this.context.logger('jobs').warn(`jobs: the cursor of ${record.id} could not be recorded: ${(error as Error).message}`)
     })
+    job.writing = Promise.all([job.writing, recording]).then(() => undefined)
     owner.keepOpenFor(job.writing)
   }
 

@@ -11,6 +11,7 @@ import type { Agent } from '@deepseek-ai/dsh-agent'
 import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
 import type { JobId, JobOutcome } from '@deepseek-ai/dsh-jobs'
 import { Session, SessionId } from '@deepseek-ai/dsh-session'
+import LocalJobRegistry from '@deepseek-ai/dsh-jobs-local'
 import WorldJobRegistry from '../../src/plugins/jobs.ts'
 
 /** One client: its context, registry and agent. */
@@ -57,15 +58,19 @@ function outcomeOf(proc: { status: string; exitCode: number | null; signal: stri
  * Compose one client.
  * @param runtime - mounts the world runtime (`ctx.subprocess`) in the context it is given.
  * @param session - the DSH session id of its agent.
+ * @param registry - this package's registry (default), or the upstream `dsh-jobs-local`.
  */
-export async function jobClient(runtime: (ctx: Context) => Promise<void>, session: string): Promise<JobClient> {
+export async function jobClient(runtime: (ctx: Context) => Promise<void>, session: string, registry: 'world' | 'upstream' = 'world'): Promise<JobClient> {
   const ctx = new Context()
   await ctx.plugin(AgentRegistry)
   await runtime(ctx)
-  await ctx.plugin(LocalBashExecutor, { cwd: '/tmp', graceMs: 1_000 })
-  await ctx.plugin(WorldJobRegistry, {})
+  // A read holds up to 4 MiB (the executor keeps 64 kB by default): the bench reads 1 MiB at once.
+  await ctx.plugin(LocalBashExecutor, { cwd: '/tmp', graceMs: 1_000, maxOutputBytes: 4 * 1024 * 1024 })
+  // 'upstream': dsh-jobs-local itself, the registry this package's is measured beside.
+  if (registry === 'world') await ctx.plugin(WorldJobRegistry, {})
+  else await ctx.plugin(LocalJobRegistry, {})
   const jobs = ctx.get('jobs') as unknown as WorldJobRegistry
-  await jobs.ready()
+  if (registry === 'world') await jobs.ready()
   jobs.attachController('test')
   const agent = agentOf(ctx, session)
   const shell = ctx.get('shell') as unknown as LocalBashExecutor

@@ -8,23 +8,27 @@
  *
  * Two verbs, each run by the client over a plain non-PTY exec (Docker) or exec channel (SSH):
  *
- *   dsh-job hold DIR KEY TTL_S LOG_BYTES SCRIPT
+ *   dsh-job run DIR KEY TTL_S LOG_BYTES META SCRIPT
  *     Starts `/bin/sh -c SCRIPT` (the client's process wrapper: it publishes the program's pid
  *     and start time on stdout and its wait status on stderr, src/providers/remote/process-wrapper.ts)
  *     under a HOLDER that belongs to no client: a daemon (a session of its own, SIGHUP ignored,
  *     stdio on /dev/null, without the client's session tag DSH_REMOTE_SESSION, so no reaper of
  *     a dead client takes it). The program's stdin is /dev/null; its stdout and stderr go to two
  *     output rings, DIR/KEY.out and DIR/KEY.err (ring.h), LOG_BYTES each, read whatever happens
- *     to the client, so a job never blocks on a client that is gone. Prints one line,
- *     `started HOLDER_PID`, once the program runs, and exits 0 (or `error TEXT`, exit 1).
+ *     to the client, so a job never blocks on a client that is gone.
+ *     Before the job starts it writes META (the client's record of the job, one line) as
+ *     DIR/KEY.meta, so a client killed at any instant after this exec began leaves a job that
+ *     a later client finds. Once the program runs it sends the frame `S` (below) and goes on as
+ *     `tail DIR KEY 0 0` on the same stdout: one exec starts a job and reads it.
  *     DIR must be a private directory of this uid (0700, not a symlink); it is made if missing.
  *     KEY is [A-Za-z0-9._-]{1,64} and must be new.
  *     The holder writes DIR/KEY.state (replaced atomically): `running HOLDER_PID CHILD_PID`, then
- *     `exited CODE` or `killed SIGNAL` when the script's process ended, then `ended ...` with
- *     the same status once its output is complete (every writer of the two pipes closed them:
- *     background children of the job keep it open). After TTL_S seconds (0: never) in which
- *     nobody touched DIR/KEY.touch (a reader does, see tail), it ends the job: SIGTERM to every
- *     process of the program's session, SIGKILL 2 s later.
+ *     `exited CODE HOLDER_PID` or `killed SIGNAL HOLDER_PID` when the script's process ended,
+ *     then `ended exited CODE` / `ended killed SIGNAL` once its output is complete (every writer
+ *     of the two pipes closed them: background children of the job keep them open) and the
+ *     holder is about to exit. After TTL_S seconds (0: never) in which nobody touched
+ *     DIR/KEY.touch (a reader does, see tail), it ends the job: SIGTERM to every process of the
+ *     program's session, SIGKILL 2 s later; SIGTERM to the holder does the same at once.
  *
  *   dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET
  *     Sends the job's output from those offsets, as it comes, then its end, as frames on stdout
@@ -34,7 +38,14 @@
  *       E  the same, stderr.
  *       X  the final state line (`ended exited CODE` | `ended killed SIGNAL`), after all output:
  *          the last frame, then dsh-job exits 0.
- *       e  text: why it cannot tail (no such job, not a ring); then it exits 1.
+ *       e  text: why it cannot tail (no such job, not a ring), or (run) why the job did not
+ *          start (`ECODE: reason`); then it exits 1.
+ *       S  text `started HOLDER_PID` (run only): the first frame, once the program runs.
+ *       C  text `OUT ERR` (or `error TEXT`): the answer to a `c` request, below.
+ *     It reads lines on stdin: `c OUT ERR` records how far the reader has read (decimal
+ *     offsets) as DIR/KEY.cursor, `OUT ERR` and a newline, replaced atomically, so a later
+ *     reader resumes there; other lines are ignored. Each `c` is answered, in order, once the
+ *     file is replaced (or with why not).
  *     It touches DIR/KEY.touch when it starts and every 60 s, and ends at its stdin's EOF (the
  *     client is gone). It waits for output with inotify on DIR (inotify(7)), and polls every
  *     second where that is refused.
@@ -53,6 +64,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +82,7 @@
 #include "ring.h"
 #include "world-arch.h"
 
-#define PROTOCOL "1"
+#define PROTOCOL "2"
 /* The session tag variable of ownership.ts (SESSION_TAG_VARIABLE), which the holder must not carry. */
 #define TAG_VARIABLE "DSH_REMOTE_SESSION"
 /* Bounds of LOG_BYTES (bytes). */
@@ -110,17 +122,23 @@ static void path_of(char *out, size_t size, const char *dir, const char *key, co
   snprintf(out, size, "%s/%s.%s", dir, key, suffix);
 }
 
-/* Replace DIR/KEY.state with `text` (a temporary file renamed over it). */
-static void write_state(const char *dir, const char *key, const char *text) {
+/* Replace DIR/KEY.SUFFIX with `text` (a temporary file renamed over it): 0, or -1 with errno. */
+static int replace_file(const char *dir, const char *key, const char *suffix, const char *text) {
   char path[PATH_MAX], temporary[PATH_MAX + 24];
-  path_of(path, sizeof path, dir, key, "state");
+  path_of(path, sizeof path, dir, key, suffix);
   snprintf(temporary, sizeof temporary, "%s.%ld", path, (long)getpid());
   int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return;
-  ssize_t ignored = write(fd, text, strlen(text));
-  (void)ignored;
+  if (fd < 0) return -1;
+  size_t length = strlen(text);
+  int ok = write(fd, text, length) == (ssize_t)length;
+  int saved = errno;
   close(fd);
-  rename(temporary, path);
+  if (!ok || rename(temporary, path) < 0) { if (ok) saved = errno; unlink(temporary); errno = saved; return -1; }
+  return 0;
+}
+
+static void write_state(const char *dir, const char *key, const char *text) {
+  replace_file(dir, key, "state", text);
 }
 
 static void touch(const char *dir, const char *key) {
@@ -130,7 +148,31 @@ static void touch(const char *dir, const char *key) {
   if (fd >= 0) { futimens(fd, NULL); close(fd); }
 }
 
-/* ---------- hold ---------- */
+static void send_frame(char type, const void *head, size_t head_length, const void *payload, size_t length);
+static int tail(const char *dir, const char *key, const char *out_text, const char *err_text);
+
+/* Report why the job cannot start, as an `e` frame. */
+static int refuse(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static int refuse(const char *format, ...) {
+  char text[PATH_MAX + 256];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  send_frame('e', text, strlen(text), NULL, 0);
+  return 1;
+}
+
+/* Write `text` and a newline as DIR/KEY.meta (the client's record of the job: job-records.ts). */
+static int write_meta(const char *dir, const char *key, const char *text) {
+  char *line;
+  if (asprintf(&line, "%s\n", text) < 0) return -1;
+  int result = replace_file(dir, key, "meta", line);
+  free(line);
+  return result;
+}
+
+/* ---------- run ---------- */
 
 /* Field `wanted` (proc(5) numbering, >= 3) of /proc/PID/stat, or -1. */
 static long long stat_field(pid_t pid, int wanted) {
@@ -211,8 +253,6 @@ static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capac
   long long kill_at = -1;
   char line[128];
   static unsigned char buffer[CHUNK];
-  snprintf(line, sizeof line, "running %ld %ld\n", (long)getpid(), (long)child);
-  write_state(dir, key, line);
   for (;;) {
     if (reaped && pipes[0] < 0 && pipes[1] < 0) break;
     struct pollfd fds[3] = { { sfd, POLLIN, 0 }, { pipes[0], POLLIN, 0 }, { pipes[1], POLLIN, 0 } };
@@ -236,7 +276,7 @@ static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capac
         status = got;
         char text[32];
         status_text(text, sizeof text, status);
-        snprintf(line, sizeof line, "%s\n", text);
+        snprintf(line, sizeof line, "%s %ld\n", text, (long)getpid());
         write_state(dir, key, line);
       }
     }
@@ -258,36 +298,43 @@ static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capac
   return 0;
 }
 
-static int hold(const char *dir, const char *key, const char *ttl_text, const char *log_text, const char *script) {
+/* `run` (see the top). */
+static int run(const char *dir, const char *key, const char *ttl_text, const char *log_text, const char *meta, const char *script) {
   char *end;
   unsigned long ttl = strtoul(ttl_text, &end, 10);
   unsigned long long capacity = strtoull(log_text, &end, 10);
-  if (!valid_key(key)) { printf("error EINVAL: the job key %s is not [A-Za-z0-9._-]{1,64}\n", key); return 1; }
-  if (capacity < LOG_MIN || capacity > LOG_MAX) { printf("error EINVAL: LOG_BYTES must be %u to %u\n", LOG_MIN, LOG_MAX); return 1; }
-  if (private_dir(dir) < 0) { printf("error EACCES: the jobs directory %s is not a private directory of uid %u\n", dir, (unsigned)getuid()); return 1; }
+  if (!valid_key(key)) return refuse("EINVAL: the job key %s is not [A-Za-z0-9._-]{1,64}", key);
+  if (capacity < LOG_MIN || capacity > LOG_MAX) return refuse("EINVAL: LOG_BYTES must be %u to %u", LOG_MIN, LOG_MAX);
+  if (private_dir(dir) < 0) return refuse("EACCES: the jobs directory %s is not a private directory of uid %u", dir, (unsigned)getuid());
   char path[PATH_MAX];
   path_of(path, sizeof path, dir, key, "out");
   int out_ring = ring_create(path, capacity);
-  if (out_ring < 0) { printf("error %s: %s: %s\n", errno == EEXIST ? "EEXIST" : "EIO", path, errno_text(errno)); return 1; }
+  if (out_ring < 0) return refuse("%s: %s: %s", errno == EEXIST ? "EEXIST" : "EIO", path, errno_text(errno));
   path_of(path, sizeof path, dir, key, "err");
   int err_ring = ring_create(path, capacity);
-  if (err_ring < 0) { printf("error EIO: %s: %s\n", path, errno_text(errno)); return 1; }
+  if (err_ring < 0) return refuse("EIO: %s: %s", path, errno_text(errno));
+  if (write_meta(dir, key, meta) < 0) return refuse("EIO: the record of job %s cannot be written: %s", key, errno_text(errno));
   touch(dir, key);
   int out_pipe[2], err_pipe[2], ready[2];
-  if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) { printf("error EIO: pipe: %s\n", errno_text(errno)); return 1; }
+  if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) return refuse("EIO: pipe: %s", errno_text(errno));
   fflush(stdout);
   pid_t daemon = fork();
-  if (daemon < 0) { printf("error EAGAIN: fork: %s\n", errno_text(errno)); return 1; }
+  if (daemon < 0) return refuse("EAGAIN: fork: %s", errno_text(errno));
   if (daemon > 0) {
-    /* The exec's own process: says where the holder is once the script runs, and ends. */
+    /* The exec's own process: says where the holder is once the script runs, then follows the
+     * job's output. */
     close(ready[1]);
     close(out_pipe[0]); close(out_pipe[1]); close(err_pipe[0]); close(err_pipe[1]);
+    close(out_ring); close(err_ring);
     char said[256];
     ssize_t n = read(ready[0], said, sizeof said - 1);
-    if (n <= 0) { printf("error EIO: the holder ended before the job started\n"); return 1; }
+    close(ready[0]);
+    if (n <= 0) return refuse("EIO: the holder ended before the job started");
     said[n] = 0;
-    fputs(said, stdout);
-    return strncmp(said, "started ", 8) == 0 ? 0 : 1;
+    said[strcspn(said, "\n")] = 0;
+    if (strncmp(said, "started ", 8) != 0) return refuse("%s", strncmp(said, "error ", 6) == 0 ? said + 6 : said);
+    send_frame('S', said, strlen(said), NULL, 0);
+    return tail(dir, key, "0", "0");
   }
   /* The holder. */
   setsid();
@@ -316,7 +363,12 @@ static int hold(const char *dir, const char *key, const char *ttl_text, const ch
   close(err_pipe[1]);
   char said[64];
   if (child < 0) snprintf(said, sizeof said, "error EAGAIN: fork: %s\n", errno_text(errno));
-  else snprintf(said, sizeof said, "started %ld\n", (long)getpid());
+  else {
+    /* The state names the holder before anyone is told the job runs. */
+    snprintf(said, sizeof said, "running %ld %ld\n", (long)getpid(), (long)child);
+    write_state(dir, key, said);
+    snprintf(said, sizeof said, "started %ld\n", (long)getpid());
+  }
   ssize_t ignored = write(ready[1], said, strlen(said));
   (void)ignored;
   close(ready[1]);
@@ -384,6 +436,19 @@ static void read_state(const char *dir, const char *key, char *out, size_t size)
   out[strcspn(out, "\n")] = 0;
 }
 
+/* One request line of a tail's reader (see the top): `c OUT ERR` records its offsets. */
+static void answer(const char *dir, const char *key, const char *line) {
+  unsigned long long out, err;
+  char text[64], end;
+  if (sscanf(line, "c %llu %llu%c", &out, &err, &end) != 2) return;
+  snprintf(text, sizeof text, "%llu %llu\n", out, err);
+  if (replace_file(dir, key, "cursor", text) == 0) send_frame('C', text, strlen(text) - 1, NULL, 0);
+  else {
+    snprintf(text, sizeof text, "error %s", errno_text(errno));
+    send_frame('C', text, strlen(text), NULL, 0);
+  }
+}
+
 static int tail(const char *dir, const char *key, const char *out_text, const char *err_text) {
   signal(SIGPIPE, SIG_IGN);
   if (!valid_key(key)) fail("EINVAL: not a job key");
@@ -399,6 +464,8 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
   touch(dir, key);
   long long touched = now_ms();
   char state[128];
+  char request[128];
+  size_t requested = 0;
   for (;;) {
     /* The state first: output read after an `ended` state is all there will be. */
     read_state(dir, key, state, sizeof state);
@@ -413,9 +480,19 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
     int ready = poll(fds, 2, watch >= 0 ? 10000 : 1000);
     if (ready < 0 && errno != EINTR) return 1;
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char ignored[256];
-      ssize_t n = read(0, ignored, sizeof ignored);
+      ssize_t n = read(0, request + requested, sizeof request - 1 - requested);
       if (n <= 0) return 0;
+      requested += (size_t)n;
+      char *line_end;
+      while ((line_end = memchr(request, '\n', requested)) != NULL) {
+        *line_end = 0;
+        answer(dir, key, request);
+        size_t used = (size_t)(line_end + 1 - request);
+        memmove(request, line_end + 1, requested - used);
+        requested -= used;
+      }
+      /* A line longer than any request is no request: dropped. */
+      if (requested == sizeof request - 1) requested = 0;
     }
     if (watch >= 0 && (fds[1].revents & POLLIN)) {
       char events[4096];
@@ -427,8 +504,11 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
 int main(int argc, char **argv) {
   launched_as("dsh-job");
   if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-job " PROTOCOL " " ARCH "\n"); return 0; }
-  if (argc == 7 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], argv[4], argv[5], argv[6]);
+  if (argc == 8 && strcmp(argv[1], "run") == 0) {
+    signal(SIGPIPE, SIG_IGN);
+    return run(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]);
+  }
   if (argc == 6 && strcmp(argv[1], "tail") == 0) return tail(argv[2], argv[3], argv[4], argv[5]);
-  fprintf(stderr, "usage: dsh-job hold DIR KEY TTL_S LOG_BYTES SCRIPT | dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET\n");
+  fprintf(stderr, "usage: dsh-job run DIR KEY TTL_S LOG_BYTES META SCRIPT | dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET\n");
   return 2;
 }
