@@ -110,11 +110,39 @@ describe('spawns on the pool\'s launchers in the docker world, as agent', () => 
     }
   })
 
-  it('a spawn with stdin attached still gets its EOF (it runs on a fresh exec)', async () => {
+  it('a spawn with stdin attached runs on a pre-started launcher as its last run: it reads its stdin to EOF, gets its exit status, the launcher then exits, and the next spawn runs on another', async () => {
     const fixture = await runtimeFor()
     try {
-      const result = await run(fixture.runtime, 'cat; echo done', { stdio: { stdin: { data: 'fed\n' }, stdout: 'pipe', stderr: 'pipe' } } as Partial<SubprocessSpawnSpec>)
-      expect(result.stdout).toBe('fed\ndone\n')
+      await run(fixture.runtime, 'true')
+      const handle = fixture.runtime.spawn(spec('echo $$; cat; echo done; exit 3', { stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } }))
+      let stdout = ''
+      handle.stdout?.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8') })
+      await waitFor(async () => stdout, text => text.includes('\n'))
+      const rows = await containerProcesses(container.id)
+      const ancestors: ContainerProcess[] = []
+      for (let row = rows.find(entry => entry.pid === Number(stdout.split('\n')[0])); row !== undefined; row = rows.find(entry => entry.pid === row!.ppid)) ancestors.push(row)
+      const launcher = ancestors.find(row => row.cmdline.startsWith('/bin/sh -c') && row.cmdline.includes('dsh-launcher'))
+      expect(launcher, 'a dsh-launcher among the program\'s ancestors').toBeDefined()
+      handle.stdin!.end('fed\n')
+      expect(await handle.done).toEqual({ exitCode: 3, signal: null })
+      expect(stdout.split('\n').slice(1).join('\n')).toBe('fed\ndone\n')
+      await waitFor(() => containerProcesses(container.id), now => !now.some(row => row.pid === launcher!.pid && !isDead(row.state)))
+      expect((await run(fixture.runtime, 'echo next')).stdout).toBe('next\n')
+    } finally {
+      await fixture.dispose()
+    }
+  })
+
+  it('a world process with stdin (world tools, job tails) carries no session tag of the launcher it ran on, as a fresh exec\'s', async () => {
+    const fixture = await runtimeFor()
+    try {
+      await run(fixture.runtime, 'true')
+      const transport = await fixture.runtime.openProcess('cat >/dev/null; echo "tag=${DSH_REMOTE_SESSION-none}"')
+      let stdout = ''
+      transport.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8') })
+      transport.stdin!.end()
+      expect(await transport.exit()).toEqual({ exitCode: 0, signal: null })
+      expect(stdout).toBe('tag=none\n')
     } finally {
       await fixture.dispose()
     }

@@ -146,6 +146,7 @@ export class DockerWorld {
       startExec: (cmd, execOptions) => this.startExec(cmd, execOptions),
       newTag: ownership === undefined ? undefined : () => ownership.newTag(),
       describe: user => this.describe(user),
+      execOutcome: (exec, user) => this.execOutcome(exec, user),
     })
   }
 
@@ -396,20 +397,18 @@ export class DockerWorld {
   }
 
   /**
-   * Run `sh -c SCRIPT` as `user` without a PTY. Without stdin, on one of the pool's launchers
-   * (a reused exec: no engine exec start at all, see exec-pool/boot-scripts.ts); with stdin, or
-   * where launchers cannot run, in a fresh non-TTY exec, its multiplexed stream split into
-   * stdout and stderr (with backpressure, see demux.ts).
+   * Run `sh -c SCRIPT` as `user` without a PTY: on one of the pool's launchers (an exec started
+   * ahead of need, so no engine exec start on this path, see exec-pool/boot-scripts.ts; with
+   * stdin, as the launcher's last run), or, where launchers cannot run, in a fresh non-TTY exec,
+   * its multiplexed stream split into stdout and stderr (with backpressure, see demux.ts).
    * @param options.stdin - attach stdin (`end()` on the returned stdin half-closes the socket,
    *   which the engine turns into EOF on the process's stdin).
    * @returns the transport the world-neutral process handle drives.
    * @throws TargetNotRunningError, EngineUnavailableError, WorldClosedError (see {@link startExec}).
    */
   async openProcess(script: string, user: string | undefined, options: { stdin: boolean }): Promise<ProcessTransport> {
-    if (!options.stdin) {
-      const launched = await this.pool.launch(user, script)
-      if (launched !== undefined) return launched
-    }
+    const launched = await this.pool.launch(user, script, options)
+    if (launched !== undefined) return launched
     return this.processTransport(await this.startExec(['/bin/sh', '-c', script], { tty: false, user, stdin: options.stdin }), user, options.stdin)
   }
 

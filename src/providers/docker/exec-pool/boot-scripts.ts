@@ -16,6 +16,13 @@
  *   stream and reads the next spec. The frame nonce is the run's own, so program output never
  *   forges it. A run whose streams stay held (a daemon holding stdout) keeps the launcher busy;
  *   the client retires it then (pool.ts).
+ *   Its last run may take its stdin (a frame nonce starting with `i`): the launcher's own stdin,
+ *   past the spec, is then the program's, as a fresh exec's stdin would be (EOF when the client
+ *   half-closes or its socket closes), the launcher's session tag is not passed on (a fresh exec
+ *   has none), and the launcher then exits with the run's status, which ExecInspect reports as a
+ *   fresh exec's. That run gets no end line: its streams end with the exec's, and its bytes
+ *   pass unscanned, since a program that talks over its stdin may pause with a partial end line
+ *   (a lone `D`) as the last byte written, which a scan would hold back.
  * - The **standby** (a TTY exec) serves one terminal. The engine's PTY starts in canonical mode
  *   with echo; the spec holds arbitrary bytes (an env value may hold ^C, which ISIG would turn
  *   into SIGINT, or ^? which ICANON would erase), so the standby saves the PTY's settings
@@ -37,6 +44,7 @@
  * reaper ends it, as it ends the terminals of a dead client.
  * @module dsh-remote-worlds/providers/docker/exec-pool/boot-scripts
  */
+import { SESSION_TAG_VARIABLE } from '../../remote/ownership.ts'
 
 /** The readiness line's tag: `DSHL<nonce>:ready` or `DSHL<nonce>:refused:<tool>`. */
 export const READY_TAG = 'DSHL'
@@ -71,9 +79,13 @@ export const LAUNCHER_SCRIPT = [
   '"; _dshI=$((_dshI + 1)); done',
   '  cat <"$_dshD/o" >&5 5>&- 6>&- &',
   '  cat <"$_dshD/e" >&6 5>&- 6>&- &',
-  '  /bin/sh -c "$_dshS" >"$_dshD/o" 2>"$_dshD/e" 5>&- 6>&- </dev/null',
+  '  case $_dshF in',
+  `    i*) (unset ${SESSION_TAG_VARIABLE}; exec /bin/sh -c "$_dshS") >"$_dshD/o" 2>"$_dshD/e" 5>&- 6>&- ;;`,
+  '    *) /bin/sh -c "$_dshS" >"$_dshD/o" 2>"$_dshD/e" 5>&- 6>&- </dev/null ;;',
+  '  esac',
   '  _dshT=$?',
   '  wait',
+  '  case $_dshF in i*) exit "$_dshT" ;; esac',
   `  printf '${FRAME_TAG}%s:%s:\\n' "$_dshF" "$_dshT"`,
   `  printf '${FRAME_TAG}%s:%s:\\n' "$_dshF" "$_dshT" >&2`,
   'done',

@@ -1,7 +1,8 @@
 /**
- * A launcher: one non-TTY exec that runs ordinary processes one after another, each as a
- * {@link ProcessTransport} indistinguishable from a fresh exec's (boot-scripts.ts says what
- * runs in the world and why the streams of one run can never carry another run's bytes).
+ * A launcher: one non-TTY exec that runs ordinary processes one after another (the last of
+ * them may take its stdin), each as a {@link ProcessTransport} indistinguishable from a fresh
+ * exec's (boot-scripts.ts says what runs in the world and why the streams of one run can never
+ * carry another run's bytes).
  * @module dsh-remote-worlds/providers/docker/exec-pool/launcher
  */
 import { randomBytes } from 'node:crypto'
@@ -15,7 +16,7 @@ import { TrailerScanner } from '../../remote/process-wrapper.ts'
 import { demuxDockerStream } from '../demux.ts'
 import { FRAME_TAG, LAUNCHER_SCRIPT, specBytes } from './boot-scripts.ts'
 import { awaitReady } from './ready.ts'
-import type { StartExec, StartedExec } from './started-exec.ts'
+import type { ExecOutcome, StartExec, StartedExec } from './started-exec.ts'
 
 /** Buffer of each run's stdout and stderr before the exec's socket pauses (bytes), as a fresh exec's. */
 const RUN_HIGH_WATER_MARK = 1 << 20
@@ -24,6 +25,8 @@ type Stream = 'stdout' | 'stderr'
 
 /** One process run through the launcher. */
 interface Run {
+  /** The launcher's last run: it took the exec's stdin, has no end line, and ends with the exec. */
+  readonly last: boolean
   readonly out: Record<Stream, PassThrough>
   readonly scanners: Record<Stream, TrailerScanner>
   readonly done: Record<Stream, boolean>
@@ -45,33 +48,37 @@ export class ProcessLauncher {
   epoch = 0
   private readonly stream: StartedExec['stream']
   private readonly where: string
+  private readonly outcome: ExecOutcome
   private readonly raw: Record<Stream, PassThrough>
   private current: Run | undefined
   private state: 'starting' | 'idle' | 'busy' | 'ended' = 'starting'
 
-  private constructor(started: StartedExec, where: string) {
+  private constructor(started: StartedExec, where: string, outcome: ExecOutcome) {
     this.exec = started.exec
     this.stream = started.stream
     this.where = where
+    this.outcome = outcome
     // Split at once: the socket buffers until read, and the demux honours backpressure.
     const { stdout, stderr } = demuxDockerStream(started.stream, RUN_HIGH_WATER_MARK)
     this.raw = { stdout, stderr }
+    started.stream.on('error', () => undefined)
     stderr.on('data', (chunk: Buffer) => this.route('stderr', chunk))
-    stdout.once('end', () => this.ended())
-    stderr.once('end', () => this.ended())
+    stdout.once('end', () => this.rawEnded('stdout'))
+    stderr.once('end', () => this.rawEnded('stderr'))
     started.stream.once('close', () => this.ended())
   }
 
   /**
    * Start a launcher exec as `user` and wait until it can take a spec.
    * @param env - extra exec environment entries (the pool's session tag).
+   * @param outcome - the exit facts of a finished exec (ExecInspect), for a run that takes stdin.
    * @throws PreStartRefusedError when the world lacks `cat`, or the exec ended or stayed silent
    *   (ready.ts); the world's typed errors when the exec cannot start.
    */
-  static async start(startExec: StartExec, user: string | undefined, env: readonly string[], where: string): Promise<ProcessLauncher> {
+  static async start(startExec: StartExec, user: string | undefined, env: readonly string[], where: string, outcome: ExecOutcome): Promise<ProcessLauncher> {
     const nonce = randomBytes(16).toString('hex')
     const started = await startExec(['/bin/sh', '-c', LAUNCHER_SCRIPT, 'dsh-launcher', nonce], { tty: false, user, stdin: true, env })
-    const launcher = new ProcessLauncher(started, where)
+    const launcher = new ProcessLauncher(started, where, outcome)
     try {
       await awaitReady(launcher.raw.stdout, nonce)
     } catch (error) {
@@ -96,16 +103,22 @@ export class ProcessLauncher {
   }
 
   /**
-   * Hand `script` (a process wrapper for stdin `ignore`) to the launcher.
+   * Hand `script` to the launcher: a process wrapper for stdin `ignore` (its stdin is
+   * /dev/null), or, with `options.stdin`, any script, as the launcher's last run: its stdin is
+   * the exec's, `end()` on it half-closes the socket (EOF in the world, as a fresh exec's), and
+   * its exit facts are the exec's (ExecInspect) once both streams ended.
    * @returns the run's transport. `close()` before both streams ended retires the launcher (a
    *   run whose streams a descendant still holds never frees it).
    * @throws Error when the launcher is not idle (a pool bug, never a world's failure).
    */
-  run(script: string): ProcessTransport {
+  run(script: string, options: { stdin?: boolean } = {}): ProcessTransport {
     if (this.state !== 'idle') throw new Error(`launcher in ${this.where} is ${this.state}, not idle`)
     this.state = 'busy'
-    const frame = randomBytes(16).toString('hex')
+    const last = options.stdin === true
+    // The `i` tells the launcher to hand over its stdin and exit after the run (boot-scripts.ts).
+    const frame = `${last ? 'i' : ''}${randomBytes(16).toString('hex')}`
     const run: Run = {
+      last,
       out: { stdout: new Pipe({ highWaterMark: RUN_HIGH_WATER_MARK }), stderr: new Pipe({ highWaterMark: RUN_HIGH_WATER_MARK }) },
       scanners: { stdout: new TrailerScanner(frame, FRAME_TAG), stderr: new TrailerScanner(frame, FRAME_TAG) },
       done: { stdout: false, stderr: false },
@@ -117,7 +130,7 @@ export class ProcessLauncher {
     return {
       stdout: run.out.stdout,
       stderr: run.out.stderr,
-      stdin: undefined,
+      stdin: last ? this.stream : undefined,
       exit: () => run.finished.promise,
       close: () => { if (this.current === run) this.retire() },
     }
@@ -138,11 +151,11 @@ export class ProcessLauncher {
     // Outside a run nothing prints (boot-scripts.ts); a launcher's own shell error is dropped.
     if (run === undefined || run.done[which]) return
     const scanner = run.scanners[which]
-    const bytes = scanner.push(chunk)
+    const bytes = run.last ? chunk : scanner.push(chunk)
     const target = run.out[which]
     // Released on drain, or when the reader destroyed the run's stream: it must not stall the next runs.
     if (bytes.length > 0 && !target.write(bytes)) holdUntilDrained(this.raw[which], target)
-    if (scanner.trailer === undefined) return
+    if (run.last || scanner.trailer === undefined) return
     run.done[which] = true
     target.end()
     if (!run.done.stdout || !run.done.stderr) return
@@ -156,12 +169,33 @@ export class ProcessLauncher {
     }
   }
 
-  /** The exec's stream closed: end the current run's streams; its exit facts are unknowable. */
+  /**
+   * One of the exec's demultiplexed streams ended (every byte of it routed). The last run's
+   * stream ends with it; once both did, its exit facts are the exec's.
+   */
+  private rawEnded(which: Stream): void {
+    const run = this.current
+    if (run?.last === true && !run.done[which]) {
+      run.done[which] = true
+      run.out[which].end()
+      if (run.done.stdout && run.done.stderr) {
+        this.current = undefined
+        this.outcome(this.exec).then(run.finished.resolve, run.finished.reject)
+      }
+    }
+    this.ended()
+  }
+
+  /**
+   * The exec's stream closed: end the current run's streams; its exit facts are unknowable,
+   * except for the last run's, which its streams' own ends settle ({@link rawEnded}).
+   */
   private ended(): void {
     if (this.state === 'ended') return
     this.state = 'ended'
     this.onEnded?.(this)
     const run = this.current
+    if (run?.last === true) return
     this.current = undefined
     if (run === undefined) return
     for (const which of ['stdout', 'stderr'] as const) {

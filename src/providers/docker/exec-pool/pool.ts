@@ -6,8 +6,9 @@
  *
  * - **Launchers.** A spawn takes an idle launcher, or starts one (what a fresh exec costs);
  *   after its run the launcher waits for the next spawn. At most {@link MAX_IDLE_LAUNCHERS} wait
- *   per user; more are retired as they come free. Processes whose stdin is attached never use
- *   one: their EOF is the exec's own stdin closing.
+ *   per user; more are retired as they come free. A process whose stdin is attached is a
+ *   launcher's last run: it takes the exec's own stdin (its EOF is the exec's stdin closing),
+ *   and another launcher is started for the spawns after it.
  * - **Standby.** A terminal takes the standby (waiting for it if it is still starting) and the
  *   next one starts 250 ms later, so a world's terminals after the first start on a warm exec.
  * - **Warm-up.** {@link ExecPool.warm} starts one launcher and one standby for a user, when the
@@ -21,6 +22,7 @@
  * @module dsh-remote-worlds/providers/docker/exec-pool/pool
  */
 import { setTimeout as delay } from 'node:timers/promises'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 import { CleanupFailedError, WorldClosedError } from '../../remote/errors.ts'
 import type { ProcessTransport } from '../../remote/process.ts'
 import type { WorldToolCopy } from '../../remote/world-tools/launch.ts'
@@ -51,6 +53,8 @@ export interface ExecPoolOptions {
   newTag?: (() => string) | undefined
   /** World description for messages, per user. */
   describe: (user: string | undefined) => string
+  /** The exit facts of a finished exec of `user` (ExecInspect), for a launcher's stdin run. */
+  execOutcome: (exec: StartedExec['exec'], user: string | undefined) => Promise<SubprocessOutcome>
   /**
    * The engine's view of the container (state-watch.ts): pooled execs are used only while it is
    * `usable` (running, not paused), and only those started in the current `epoch` (since the
@@ -95,23 +99,20 @@ export class ExecPool {
   warm(user: string | undefined): void {
     if (this.disposed || this.users.has(user ?? '') || !this.usable) return
     const pool = this.of(user)
-    const warming = this.startLauncher(user, pool)
-    pool.warming = warming
-    warming.then(launcher => {
-      if (pool.warming !== warming) return
-      pool.warming = undefined
-      this.release(pool, launcher)
-    }, () => { if (pool.warming === warming) pool.warming = undefined })
+    this.warmLauncher(user, pool)
     pool.next = this.startStandby(user, pool)
   }
 
   /**
-   * Run a process wrapper (stdin `ignore`) on an idle launcher of `user`, or on a new one.
+   * Run `script` on an idle launcher of `user`, or on a new one.
+   * @param options.stdin - the run takes the launcher's stdin, as a fresh exec's (its last run,
+   *   launcher.ts); another launcher is then started for the spawns after it, unless one waits.
+   *   Without it the run's stdin is /dev/null (a process wrapper for stdin `ignore`).
    * @returns its transport; undefined when launchers are off in this world (the caller starts
    *   a fresh exec).
    * @throws the world's typed errors when no exec can start (e.g. TargetNotRunningError).
    */
-  async launch(user: string | undefined, script: string): Promise<ProcessTransport | undefined> {
+  async launch(user: string | undefined, script: string, options: { stdin?: boolean } = {}): Promise<ProcessTransport | undefined> {
     if (this.disposed) throw new WorldClosedError()
     const pool = this.of(user)
     // A paused container would run the spec when unpaused; a fresh exec is refused at once.
@@ -134,7 +135,8 @@ export class ExecPool {
         throw error
       }
     }
-    return launcher.run(script)
+    if (options.stdin === true) this.refillLaunchers(user, pool)
+    return launcher.run(script, options)
   }
 
   /**
@@ -275,7 +277,7 @@ export class ExecPool {
   private async startLauncher(user: string | undefined, pool: UserPool): Promise<ProcessLauncher> {
     try {
       const epoch = this.options.state?.epoch ?? 0
-      const launcher = await ProcessLauncher.start(this.options.startExec, user, this.env(), this.options.describe(user))
+      const launcher = await ProcessLauncher.start(this.options.startExec, user, this.env(), this.options.describe(user), exec => this.options.execOutcome(exec, user))
       launcher.epoch = epoch
       pool.launchers.add(launcher)
       launcher.onIdle = idle => this.release(pool, idle)
@@ -315,6 +317,29 @@ export class ExecPool {
     for (const exec of [...pool.retired]) {
       void exec.inspect().then(info => { if (!info.Running) pool.retired.delete(exec) }, () => undefined)
     }
+  }
+
+  /**
+   * Start a launcher {@link STANDBY_REFILL_DELAY_MS} from now (off the critical path of the
+   * run that used one up), unless one waits or starts by then: the next spawn finds it idle.
+   */
+  private refillLaunchers(user: string | undefined, pool: UserPool): void {
+    const timer = setTimeout(() => {
+      if (this.disposed || pool.launchersOff || pool.idle.length > 0 || pool.warming !== undefined || !this.usable) return
+      this.warmLauncher(user, pool)
+    }, STANDBY_REFILL_DELAY_MS)
+    timer.unref()
+  }
+
+  /** Start a launcher that the next spawn claims while it starts, and that waits idle once started. */
+  private warmLauncher(user: string | undefined, pool: UserPool): void {
+    const warming = this.startLauncher(user, pool)
+    pool.warming = warming
+    warming.then(launcher => {
+      if (pool.warming !== warming) return
+      pool.warming = undefined
+      this.release(pool, launcher)
+    }, () => { if (pool.warming === warming) pool.warming = undefined })
   }
 
   /**

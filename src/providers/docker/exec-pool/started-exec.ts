@@ -5,6 +5,7 @@
  */
 import type { Duplex } from 'node:stream'
 import type Docker from 'dockerode'
+import type { SubprocessOutcome } from '@deepseek-ai/dsh-subprocess'
 
 /** A started exec: its engine object and hijacked duplex stream (attach listeners at once). */
 export interface StartedExec {
@@ -29,3 +30,9 @@ export interface ExecStartOptions {
  * @throws the world's typed errors (TargetNotRunningError, EngineUnavailableError, WorldClosedError).
  */
 export type StartExec = (cmd: string[], options: ExecStartOptions) => Promise<StartedExec>
+
+/**
+ * The exit facts of an exec whose stream ended (ExecInspect).
+ * @throws TransportError when the container stopped or the engine vanished meanwhile.
+ */
+export type ExecOutcome = (exec: Docker.Exec) => Promise<SubprocessOutcome>
