@@ -7,6 +7,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { DIRECT_CONNECT_METRIC, EGRESS_BYTES, EGRESS_CONNECT_METRIC, EGRESS_DOWNLOAD_METRIC, FORWARD_METRIC } from './rows/egress.ts'
+import { JOBS_BESIDE_UPSTREAM, JOB_REATTACH_METRIC, JOB_START_METRIC } from './rows/jobs.ts'
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_DIRECT_METRIC, PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
@@ -97,6 +98,8 @@ const DIRECT_COUNTERPART: Readonly<Record<string, string>> = {
   ...PERSISTENCE_BESIDE_OFF,
   // Issue 34, item 6: a CONNECT through the world's proxy beside a connect on the world's own loopback.
   [EGRESS_CONNECT_METRIC]: DIRECT_CONNECT_METRIC,
+  // Issue 35, item 5: a job held in the world beside the upstream process-local registry's.
+  ...JOBS_BESIDE_UPSTREAM,
 }
 
 /** Bytes a throughput row moves per run, for its MB/s (MB = 10^6 bytes). */
@@ -162,6 +165,9 @@ const FLOORS: Floor[] = [
   { metric: EGRESS_CONNECT_METRIC, worlds: ['docker', 'ssh'], maxOverDirectMs: 2, inclusive: true, source: 'issue 34' },
   { metric: EGRESS_DOWNLOAD_METRIC, worlds: ['docker', 'ssh'], minRawRatio: 0.8, source: 'issue 34' },
   { metric: FORWARD_METRIC, worlds: ['docker', 'ssh'], minRawRatio: 0.8, source: 'issue 34' },
+  // Background jobs held in the world (issue 35, item 5).
+  { metric: JOB_START_METRIC, worlds: ['docker', 'ssh'], maxDirectRatio: 1.2, source: 'issue 35' },
+  { metric: JOB_REATTACH_METRIC, worlds: ['docker', 'ssh'], maxMs: 300, inclusive: true, source: 'issue 35' },
 ]
 
 /** One timed row of the JSON (field names are stable: users compare runs). */

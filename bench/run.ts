@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence --no-egress --against pinned|COMMIT]`
+ * `npm run bench [-- --runs N --only docker,local --docker-user agent --no-memory --no-scale --no-flood-cancel --no-fs --fs-only --no-swarm --no-persistence --no-jobs --no-egress --against pinned|COMMIT]`
  *
  * Measures the persistent-shell steps an agent pays for, in each world, beside the upstream
  * local provider (`@deepseek-ai/dsh-subprocess-local`, node-pty) measured in the same run through
@@ -27,6 +27,7 @@ import { SCALE_METRICS, SCALE_TERMINALS, type ScaleRecord, scaleRuns } from './r
 import { SPAWN_METRICS, spawnRuns } from './rows/spawn.ts'
 import { SWARM_METRICS, swarmRuns } from './rows/swarm.ts'
 import { PERSISTENCE_METRICS, persistenceRuns } from './rows/persistence.ts'
+import { JOB_METRICS, jobsRuns } from './rows/jobs.ts'
 import { TERMINAL_METRICS, lifecycleRun } from './rows/terminal.ts'
 import { type SampleTable, sampleTable } from './timing.ts'
 import { DEFAULT_COMPOSITION, DEFAULT_TUNING, IMAGE, WORLD_NAMES, type WorldEntry, type WorldName, benchWorlds, cleanupAll } from './worlds.ts'
@@ -52,6 +53,8 @@ const { values: args } = parseArgs({
     swarm: { type: 'boolean', default: true },
     // The persistence family (held shells, issue 22) of the remote worlds: on unless --no-persistence.
     persistence: { type: 'boolean', default: true },
+    // The jobs family (background jobs held in the world, issue 35) of the remote worlds: on unless --no-jobs.
+    jobs: { type: 'boolean', default: true },
     // The egress family (issue 34: the docker and ssh worlds' proxy and forwarded port, each on a confined world of its own): on unless --no-egress.
     egress: { type: 'boolean', default: true },
     // The same run on an earlier commit too, interleaved, with each row's ratio (bench/against.ts):
@@ -103,6 +106,8 @@ interface Sections {
   swarm: boolean
   /** The persistence family (bench/rows/persistence.ts) of the remote worlds. */
   persistence: boolean
+  /** The jobs family (bench/rows/jobs.ts) of the remote worlds. */
+  jobs: boolean
   /** The egress family (bench/rows/egress.ts), with the docker and ssh worlds' rows, after their raw transport rows. */
   egress: boolean
 }
@@ -116,7 +121,7 @@ interface Sections {
  * fs family only.
  */
 async function measureWorld(entry: WorldEntry, runs: number, sections: Sections): Promise<WorldResult> {
-  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS, ...PERSISTENCE_METRICS, ...EGRESS_METRICS]
+  const metrics = [...TERMINAL_METRICS, ...FLOOD_CANCEL_METRICS, ...PROBE_METRICS, ...SCALE_METRICS, ...SPAWN_METRICS, ...EMULATOR_METRICS, ...PWSH_METRICS, ...FS_METRICS, ...SWARM_METRICS, ...PERSISTENCE_METRICS, ...JOB_METRICS, ...EGRESS_METRICS]
   const samples = sampleTable(metrics)
   const records: MemoryRecord[] = []
   const scale: ScaleRecord[] = []
@@ -150,6 +155,10 @@ async function measureWorld(entry: WorldEntry, runs: number, sections: Sections)
         if (sections.persistence && entry.world !== 'local') {
           await persistenceRuns(entry.world, target, runs, samples)
           console.error(`[bench] ${entry.world}: persistence rows done`)
+        }
+        if (sections.jobs && entry.world !== 'local') {
+          await jobsRuns(target, runs, samples)
+          console.error(`[bench] ${entry.world}: jobs rows done`)
         }
         if (sections.swarm && entry.world === 'docker') {
           for (const [metric, swarm] of await swarmRuns(IMAGE, DEFAULT_TUNING, runs)) samples.set(metric, swarm)
@@ -215,7 +224,7 @@ async function main(): Promise<void> {
   const scale: ScaleRecord[] = []
   const fs: FsMixedRecord[] = []
   for (const entry of entries) {
-    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm, persistence: args.persistence, egress: args.egress })
+    const result = await measureWorld(entry, RUNS, { memory: args.memory, scale: args.scale, floodCancel: args['flood-cancel'], fs: args.fs, fsOnly: args['fs-only'], swarm: args.swarm, persistence: args.persistence, jobs: args.jobs, egress: args.egress })
     results.set(entry.world, result.samples)
     memory.push(...result.memory)
     scale.push(...result.scale)

@@ -49,7 +49,7 @@ export const PERSISTENCE_METRICS = [
 export const REPLAY_ROW_BYTES = 8 * 1024 * 1024
 
 /** The runtime config of `target` with `persistence` (Docker: attached to the managed container, as 'client' needs). */
-async function heldConfig(target: BenchTarget, persistence: PersistenceSetting): Promise<Record<string, unknown>> {
+export async function heldConfig(target: BenchTarget, persistence: PersistenceSetting): Promise<Record<string, unknown>> {
   const config: Record<string, unknown> = { ...target.runtimeConfig, persistence }
   if (target.world.runtime instanceof DockerSubprocessRuntime) {
     delete config.image
