@@ -137,8 +137,21 @@ describe('ControlChannel cgroup reads (control.sh over a local sh)', () => {
       expect(await channel.findWorldTool('dsh-pty', hungSha, [join(dir, 'hung')])).toBeUndefined()
       const pid = Number(readFileSync(join(dir, 'hung.pid'), 'utf8'))
       // Ended: gone, or a zombie (timeout(1) of coreutils sends SIGKILL to its own process group,
-      // itself included, so the copy's reaper is whoever adopts it).
-      const state = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] : 'gone'
+      // itself included, so the copy's reaper is whoever adopts it). The kill is sent before the
+      // answer; the copy's exit may still be under way then (state R on a loaded machine), so
+      // its state is read until it settles, for at most 5 s.
+      const stateOf = (): string => {
+        try {
+          return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0]!
+        } catch {
+          return 'gone'
+        }
+      }
+      let state = stateOf()
+      for (let tries = 0; tries < 100 && state !== 'gone' && state !== 'Z'; tries += 1) {
+        await new Promise(resolve => setTimeout(resolve, 50))
+        state = stateOf()
+      }
       expect(['gone', 'Z']).toContain(state)
       // The channel still answers: the copy's --version read no request of it.
       expect(await channel.request('ping')).toEqual(['ok', 'pong'])
