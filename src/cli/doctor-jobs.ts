@@ -12,8 +12,8 @@ import { endHeldJob, jobsDirectory } from '../jobs/job-holder.ts'
 import { type ListedJob, listJobRecords, removeJobFiles } from '../jobs/job-records.ts'
 import { worldOwnerOf } from '../providers/remote/world-owner.ts'
 
-/** How long ended holders may take to end their jobs (TERM, then KILL after 2 s) and record it (ms). */
-const HOLDER_END_MS = 5_000
+/** How long holders may take to end their jobs (TERM, KILL after 2 s, then the same for what is left) and record it (ms). */
+const HOLDER_END_MS = 8_000
 
 /** One held job as doctor reports it. */
 export interface HeldJobEntry {

@@ -90,6 +90,8 @@ export interface JobLaunch {
   ttlSeconds: number
   /** The bound of each output ring (bytes). */
   logBytes: number
+  /** The process wrapper's nonce: the holder reads the job's own status from its exit trailer. */
+  nonce: string
   /** The client's record of the job, one line, written as DIR/KEY.meta before the job starts (job-records.ts). */
   meta: string
   /** What `/bin/sh -c` runs. */
@@ -113,7 +115,7 @@ export async function runHeldJob(owner: WorldOwner, place: JobPlace, launch: Job
   const exit = Promise.withResolvers<SubprocessOutcome>()
   exit.promise.catch(() => undefined)
   const started = Promise.withResolvers<number>()
-  const args = ['run', place.dir, place.key, String(launch.ttlSeconds), String(launch.logBytes), launch.meta, launch.script]
+  const args = ['run', place.dir, place.key, String(launch.ttlSeconds), String(launch.logBytes), launch.nonce, launch.meta, launch.script]
   const tail = await followJob(owner, place, args, {
     started: holder => started.resolve(holder),
     output: (stream, offset, data) => {

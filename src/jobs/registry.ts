@@ -222,7 +222,7 @@ export class WorldJobRegistry extends LocalJobRegistry {
         job.dir = jobsDirectory(control.info.uid)
         const record: JobRecord = { version: JOB_RECORD_VERSION, key, id: id ?? '', kind: spec.kind, label: spec.label, ...(spec.owner !== undefined ? { session: spec.owner.id } : {}), ...(spec.outputLimitBytes !== undefined ? { outputLimitBytes: spec.outputLimitBytes } : {}), startedAt, nonce }
         // dsh-job writes the record before the job starts: one exec starts, records and reads it.
-        const run = await runHeldJob(owner, { dir: job.dir, key }, { ttlSeconds: Math.ceil(persistence.ttlMs / 1000), logBytes: persistence.logBytes, meta: jobRecordLine(record), script })
+        const run = await runHeldJob(owner, { dir: job.dir, key }, { ttlSeconds: Math.ceil(persistence.ttlMs / 1000), logBytes: persistence.logBytes, nonce, meta: jobRecordLine(record), script })
         job.record = record
         job.tail = run.tail
         delivered = run.delivered

@@ -123,6 +123,9 @@ export function jobCases(world: JobWorld): void {
       await first.close()
       for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
       const second = await client('session-b')
+      // doctor says the job's own status (the wrapper's exit trailer), not its wrapper's.
+      const listed = (await scanHeldJobs(second.ctx.get('subprocess'), { reap: false })).jobs.filter(job => job.session === 'session-b')
+      expect(listed.map(job => job.state)).toEqual(['ended: exited 7'])
       expect(second.jobs.list(second.agent).map(job => job.id)).toEqual([id])
       const final = await second.jobs.wait(id, 10_000, second.agent)
       expect([final.status, final.detail]).toEqual(['completed', 'exit code: 7'])
@@ -144,6 +147,31 @@ export function jobCases(world: JobWorld): void {
       expect(final.status).toBe('killed')
       for (let waited = 0; (await sleeping('sleep 100')).length > 0 && waited < 10_000; waited += 200) await delay(200)
       expect(await sleeping('sleep 100')).toEqual([])
+    }, 60_000)
+
+    it('kill from a later client ends a job whose processes ignore SIGTERM (its shell, a child, an orphan): SIGKILL 2 s later, and nothing is left', async () => {
+      const first = await client('session-t')
+      const id = first.background('trap "" TERM; (exec sleep 1008) & sleep 1009 & echo started; while :; do sleep 1; done')
+      await readUntil(first, id, 'started')
+      await first.close()
+      expect((await sleeping('sleep 100')).sort()).toEqual(['sleep 1008', 'sleep 1009'])
+      const second = await client('session-t')
+      expect(second.jobs.kill(id, second.agent)).toBe('requested')
+      const final = await second.jobs.wait(id, 15_000, second.agent)
+      expect(final.status).toBe('killed')
+      for (let waited = 0; ((await sleeping('sleep 100')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
+      expect(await sleeping('sleep 100')).toEqual([])
+      expect(await holders()).toBe(0)
+    }, 60_000)
+
+    it('what a job leaves running when it ends (a `cmd &` writing elsewhere) ends with it: the holder ends it and leaves', async () => {
+      const first = await client('session-l')
+      const id = first.background('sleep 1010 >/dev/null 2>&1 & echo bye; exit 3')
+      const final = await first.jobs.wait(id, 15_000, first.agent)
+      expect([final.status, final.detail]).toEqual(['completed', 'exit code: 3'])
+      for (let waited = 0; ((await sleeping('sleep 1010')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
+      expect(await sleeping('sleep 1010')).toEqual([])
+      expect(await holders()).toBe(0)
     }, 60_000)
 
     it('doctor lists a held job with its session and state, and --reap --include-jobs ends it and removes its files', async () => {

@@ -8,9 +8,10 @@
  *
  * Two verbs, each run by the client over a plain non-PTY exec (Docker) or exec channel (SSH):
  *
- *   dsh-job run DIR KEY TTL_S LOG_BYTES META SCRIPT
- *     Starts `/bin/sh -c SCRIPT` (the client's process wrapper: it publishes the program's pid
- *     and start time on stdout and its wait status on stderr, src/providers/remote/process-wrapper.ts)
+ *   dsh-job run DIR KEY TTL_S LOG_BYTES NONCE META SCRIPT
+ *     Starts `/bin/sh -c SCRIPT` (the client's process wrapper of nonce NONCE: it publishes the
+ *     program's pid and start time on stdout and its wait status on stderr as its last line,
+ *     src/providers/remote/process-wrapper.ts)
  *     under a HOLDER that belongs to no client: a daemon (a session of its own, SIGHUP ignored,
  *     stdio on /dev/null, without the client's session tag DSH_REMOTE_SESSION, so no reaper of
  *     a dead client takes it). The program's stdin is /dev/null; its stdout and stderr go to two
@@ -23,12 +24,18 @@
  *     DIR must be a private directory of this uid (0700, not a symlink); it is made if missing.
  *     KEY is [A-Za-z0-9._-]{1,64} and must be new.
  *     The holder writes DIR/KEY.state (replaced atomically): `running HOLDER_PID CHILD_PID`, then
- *     `exited CODE HOLDER_PID` or `killed SIGNAL HOLDER_PID` when the script's process ended,
- *     then `ended exited CODE` / `ended killed SIGNAL` once its output is complete (every writer
- *     of the two pipes closed them: background children of the job keep them open) and the
- *     holder is about to exit. After TTL_S seconds (0: never) in which nobody touched
- *     DIR/KEY.touch (a reader does, see tail), it ends the job: SIGTERM to every process of the
- *     program's session, SIGKILL 2 s later; SIGTERM to the holder does the same at once.
+ *     `exited CODE HOLDER_PID` or `killed SIGNAL HOLDER_PID` when the script's process ended
+ *     (the wrapper's own status), then `ended exited CODE` / `ended killed SIGNAL` (the job's
+ *     status, from the wrapper's exit trailer; the wrapper's where none came) once its output is
+ *     complete (every writer of the two pipes closed them: background children of the job keep
+ *     them open), nothing of the job runs any more, and the holder is about to exit.
+ *     The holder is the child subreaper of the job (prctl(2) PR_SET_CHILD_SUBREAPER): whatever
+ *     the job starts stays its descendant, whichever session it moves to and whoever its parent
+ *     was. Ending the job is SIGTERM to every descendant, SIGKILL to those left 2 s later. It
+ *     happens after TTL_S seconds (0: never) in which nobody touched DIR/KEY.touch (a reader
+ *     does, see tail), at once on SIGTERM to the holder, and to what is left when the script's
+ *     process ended and the output is complete (a `cmd &` writing elsewhere, a process that
+ *     ignores SIGTERM): once the holder is gone, nothing could find or end it.
  *
  *   dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET
  *     Sends the job's output from those offsets, as it comes, then its end, as frames on stdout
@@ -82,7 +89,7 @@
 #include "ring.h"
 #include "world-arch.h"
 
-#define PROTOCOL "2"
+#define PROTOCOL "3"
 /* The session tag variable of ownership.ts (SESSION_TAG_VARIABLE), which the holder must not carry. */
 #define TAG_VARIABLE "DSH_REMOTE_SESSION"
 /* Bounds of LOG_BYTES (bytes). */
@@ -195,29 +202,30 @@ static long long stat_field(pid_t pid, int wanted) {
   return -1;
 }
 
-/* Signal every process of the job: the script's process and all its descendants (the wrapper's
- * subshells, tee, head), and every member of each session one of them leads (the program: the
- * wrapper starts it with setsid, so it leads a session of its own; what it started stays in it
- * even once orphaned). At most MAX_JOB_PROCS processes are looked at. */
+/* Send `signo` (0: only count) to every process of the job: every descendant of the holder.
+ * The holder is the child subreaper of its job (PR_SET_CHILD_SUBREAPER, prctl(2)), so what the
+ * job started stays its descendant when its parent ends, a session of its own (the program's:
+ * the wrapper starts it with setsid) and a double fork included. Returns how many processes it
+ * found (at most MAX_JOB_PROCS are looked at). */
 #define MAX_JOB_PROCS 4096
-static void signal_job(pid_t script, int signo) {
-  static pid_t pids[MAX_JOB_PROCS], parents[MAX_JOB_PROCS], sessions[MAX_JOB_PROCS];
+static int signal_descendants(int signo) {
+  static pid_t pids[MAX_JOB_PROCS], parents[MAX_JOB_PROCS];
   static char mine[MAX_JOB_PROCS];
+  pid_t self = getpid();
   int count = 0;
   DIR *proc = opendir("/proc");
-  if (proc == NULL) return;
+  if (proc == NULL) return 0;
   for (struct dirent *entry; count < MAX_JOB_PROCS && (entry = readdir(proc)) != NULL;) {
     char *end;
     long pid = strtol(entry->d_name, &end, 10);
-    if (*end != 0 || pid <= 0) continue;
+    if (*end != 0 || pid <= 0 || pid == self) continue;
     pids[count] = (pid_t)pid;
     parents[count] = (pid_t)stat_field((pid_t)pid, 4);
-    sessions[count] = (pid_t)stat_field((pid_t)pid, 6);
-    mine[count] = pid == script;
+    mine[count] = parents[count] == self;
     count++;
   }
   closedir(proc);
-  /* Descendants of the script, to a fixed point (a parent may come after its child in /proc). */
+  /* To a fixed point: a parent may come after its child in /proc. */
   for (int changed = 1; changed;) {
     changed = 0;
     for (int i = 0; i < count; i++) {
@@ -225,12 +233,9 @@ static void signal_job(pid_t script, int signo) {
       for (int j = 0; j < count; j++) if (mine[j] && pids[j] == parents[i]) { mine[i] = 1; changed = 1; break; }
     }
   }
-  /* Members of a session a descendant leads. */
-  for (int i = 0; i < count; i++) {
-    if (mine[i]) continue;
-    for (int j = 0; j < count; j++) if (mine[j] && sessions[j] == pids[j] && sessions[i] == pids[j]) { mine[i] = 1; break; }
-  }
-  for (int i = 0; i < count; i++) if (mine[i] && pids[i] != getpid()) kill(pids[i], signo);
+  int found = 0;
+  for (int i = 0; i < count; i++) if (mine[i]) { found++; kill(pids[i], signo); }
+  return found;
 }
 
 static void status_text(char *out, size_t size, int status) {
@@ -238,9 +243,44 @@ static void status_text(char *out, size_t size, int status) {
   else snprintf(out, size, "exited %d", WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
+/* The last bytes of the job's stderr kept, where the wrapper's exit trailer ends up. */
+#define TRAILER_ROOM 256
+
+/* The job's own status from the wrapper's exit trailer `DSHE<nonce>:STATUS:REPORT\n`, the
+ * last line of `tail` (src/providers/remote/process-wrapper.ts), as its client reads it
+ * (process.ts outcomeOfTrailer): STATUS up to 128 is the exit code; above, with a REPORT (the
+ * shell's description of a signal death), death by signal STATUS-128; else the exit code.
+ * Writes `exited CODE` / `killed SIGNAL` and returns 1, or returns 0 when no trailer ends it. */
+static int trailer_status(char *out, size_t size, const char *nonce, const unsigned char *tail, size_t length) {
+  char tag[80];
+  snprintf(tag, sizeof tag, "DSHE%s:", nonce);
+  if (length == 0 || tail[length - 1] != '\n') return 0;
+  const unsigned char *found = NULL;
+  size_t tag_length = strlen(tag);
+  for (size_t at = 0; at + tag_length <= length; at++) if (memcmp(tail + at, tag, tag_length) == 0) found = tail + at;
+  if (found == NULL) return 0;
+  const char *fields = (const char *)found + tag_length;
+  char *end;
+  long status = strtol(fields, &end, 10);
+  if (end == fields || *end != ':' || status < 0 || status > 255) return 0;
+  int reported = end[1] != '\n' && end[1] != 0;
+  if (status > 128 && reported) snprintf(out, size, "killed %ld", status - 128);
+  else snprintf(out, size, "exited %ld", status);
+  return 1;
+}
+
+/* Reap every ended child of the holder (its job's orphans come to it); returns 1 when `child`
+ * was among them, with its wait status. */
+static int reap(pid_t child, int *status) {
+  int got, found = 0;
+  for (pid_t pid; (pid = waitpid(-1, &got, WNOHANG)) > 0;) if (pid == child) { *status = got; found = 1; }
+  return found;
+}
+
 /* The holder's life (see the top): relay the two pipes into the rings until both ended and the
- * script's process was reaped; end the job at its TTL or at SIGTERM. */
-static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capacity, int out_ring, int err_ring, int out_pipe, int err_pipe, pid_t child) {
+ * script's process was reaped; end the job at its TTL or at SIGTERM; then end what the job left
+ * behind (SIGTERM, SIGKILL after the grace), and record its end. */
+static int holder(const char *dir, const char *key, const char *nonce, unsigned ttl, uint64_t capacity, int out_ring, int err_ring, int out_pipe, int err_pipe, pid_t child) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -249,10 +289,12 @@ static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capac
   uint64_t heads[2] = { 0, 0 };
   int rings[2] = { out_ring, err_ring };
   int pipes[2] = { out_pipe, err_pipe };
-  int reaped = 0, status = 0;
+  int reaped = 0, status = 0, ending = 0;
   long long kill_at = -1;
   char line[128];
   static unsigned char buffer[CHUNK];
+  static unsigned char last[TRAILER_ROOM];
+  size_t kept = 0;
   for (;;) {
     if (reaped && pipes[0] < 0 && pipes[1] < 0) break;
     struct pollfd fds[3] = { { sfd, POLLIN, 0 }, { pipes[0], POLLIN, 0 }, { pipes[1], POLLIN, 0 } };
@@ -262,48 +304,85 @@ static int holder(const char *dir, const char *key, unsigned ttl, uint64_t capac
     for (int i = 0; i < 2; i++) {
       if (pipes[i] < 0 || !(fds[1 + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(pipes[i], buffer, sizeof buffer);
-      if (n > 0) ring_append(rings[i], capacity, &heads[i], buffer, (size_t)n);
-      else if (n == 0 || (errno != EAGAIN && errno != EINTR)) { close(pipes[i]); pipes[i] = -1; }
+      if (n > 0) {
+        ring_append(rings[i], capacity, &heads[i], buffer, (size_t)n);
+        if (i == 1) {
+          size_t take = (size_t)n < TRAILER_ROOM ? (size_t)n : TRAILER_ROOM;
+          if (kept + take > TRAILER_ROOM) { memmove(last, last + (kept + take - TRAILER_ROOM), TRAILER_ROOM - take); kept = TRAILER_ROOM - take; }
+          memcpy(last + kept, buffer + (size_t)n - take, take);
+          kept += take;
+        }
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) { close(pipes[i]); pipes[i] = -1; }
     }
     if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo info;
       while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {
-        if (info.ssi_signo == SIGTERM && !reaped) { signal_job(child, SIGTERM); kill_at = now_ms() + KILL_GRACE_MS; }
+        if (info.ssi_signo == SIGTERM && !ending) { ending = 1; signal_descendants(SIGTERM); kill_at = now_ms() + KILL_GRACE_MS; }
       }
-      int got;
-      while (!reaped && waitpid(child, &got, WNOHANG) == child) {
+      if (reap(child, &status) && !reaped) {
         reaped = 1;
-        status = got;
         char text[32];
         status_text(text, sizeof text, status);
         snprintf(line, sizeof line, "%s %ld\n", text, (long)getpid());
         write_state(dir, key, line);
       }
     }
-    if (kill_at >= 0 && now_ms() >= kill_at) { signal_job(child, SIGKILL); kill_at = -1; }
-    if (ttl > 0 && kill_at < 0 && !reaped) {
+    if (kill_at >= 0 && now_ms() >= kill_at) { signal_descendants(SIGKILL); kill_at = -1; }
+    if (ttl > 0 && !ending) {
       char path[PATH_MAX];
       struct stat st;
       path_of(path, sizeof path, dir, key, "touch");
       if (stat(path, &st) == 0 && time(NULL) - st.st_mtime > (time_t)ttl) {
-        signal_job(child, SIGTERM);
+        ending = 1;
+        signal_descendants(SIGTERM);
         kill_at = now_ms() + KILL_GRACE_MS;
       }
     }
   }
+  /* The job ended, but what it started may run on (a `cmd &` with its output elsewhere, a
+   * process that ignored SIGTERM): nobody could find or end it once the holder is gone. Ended
+   * orphans are reaped first, so a zombie does not count as left. */
+  reap(child, &status);
+  if (signal_descendants(SIGTERM) > 0) {
+    long long deadline = now_ms() + KILL_GRACE_MS;
+    while (now_ms() < deadline && signal_descendants(0) > 0) {
+      struct pollfd fds[1] = { { sfd, POLLIN, 0 } };
+      poll(fds, 1, 50);
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {}
+      reap(child, &status);
+    }
+    signal_descendants(SIGKILL);
+    for (int tries = 0; tries < 40 && signal_descendants(0) > 0; tries++) {
+      struct pollfd fds[1] = { { sfd, POLLIN, 0 } };
+      poll(fds, 1, 25);
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) == (ssize_t)sizeof info) {}
+      reap(child, &status);
+    }
+  }
   char text[32];
-  status_text(text, sizeof text, status);
+  if (!trailer_status(text, sizeof text, nonce, last, kept)) status_text(text, sizeof text, status);
   snprintf(line, sizeof line, "ended %s\n", text);
   write_state(dir, key, line);
   return 0;
 }
 
 /* `run` (see the top). */
-static int run(const char *dir, const char *key, const char *ttl_text, const char *log_text, const char *meta, const char *script) {
+/* A wrapper nonce: [0-9a-f]{1,64}. */
+static int valid_nonce(const char *nonce) {
+  size_t n = strlen(nonce);
+  if (n == 0 || n > 64) return 0;
+  for (size_t i = 0; i < n; i++) if (!((nonce[i] >= '0' && nonce[i] <= '9') || (nonce[i] >= 'a' && nonce[i] <= 'f'))) return 0;
+  return 1;
+}
+
+static int run(const char *dir, const char *key, const char *ttl_text, const char *log_text, const char *nonce, const char *meta, const char *script) {
   char *end;
   unsigned long ttl = strtoul(ttl_text, &end, 10);
   unsigned long long capacity = strtoull(log_text, &end, 10);
   if (!valid_key(key)) return refuse("EINVAL: the job key %s is not [A-Za-z0-9._-]{1,64}", key);
+  if (!valid_nonce(nonce)) return refuse("EINVAL: the wrapper nonce %s is not [0-9a-f]{1,64}", nonce);
   if (capacity < LOG_MIN || capacity > LOG_MAX) return refuse("EINVAL: LOG_BYTES must be %u to %u", LOG_MIN, LOG_MAX);
   if (private_dir(dir) < 0) return refuse("EACCES: the jobs directory %s is not a private directory of uid %u", dir, (unsigned)getuid());
   char path[PATH_MAX];
@@ -339,6 +418,8 @@ static int run(const char *dir, const char *key, const char *ttl_text, const cha
   /* The holder. */
   setsid();
   prctl(PR_SET_NAME, "dsh-job", 0, 0, 0);
+  /* Orphans of the job become the holder's children, so it can always find and end them. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   unsetenv(TAG_VARIABLE);
@@ -379,7 +460,7 @@ static int run(const char *dir, const char *key, const char *ttl_text, const cha
   if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); }
   fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
   fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-  _exit(holder(dir, key, (unsigned)ttl, capacity, out_ring, err_ring, out_pipe[0], err_pipe[0], child));
+  _exit(holder(dir, key, nonce, (unsigned)ttl, capacity, out_ring, err_ring, out_pipe[0], err_pipe[0], child));
 }
 
 /* ---------- tail ---------- */
@@ -504,11 +585,11 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
 int main(int argc, char **argv) {
   launched_as("dsh-job");
   if (argc > 1 && strcmp(argv[1], "--version") == 0) { printf("dsh-job " PROTOCOL " " ARCH "\n"); return 0; }
-  if (argc == 8 && strcmp(argv[1], "run") == 0) {
+  if (argc == 9 && strcmp(argv[1], "run") == 0) {
     signal(SIGPIPE, SIG_IGN);
-    return run(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]);
+    return run(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8]);
   }
   if (argc == 6 && strcmp(argv[1], "tail") == 0) return tail(argv[2], argv[3], argv[4], argv[5]);
-  fprintf(stderr, "usage: dsh-job run DIR KEY TTL_S LOG_BYTES META SCRIPT | dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET\n");
+  fprintf(stderr, "usage: dsh-job run DIR KEY TTL_S LOG_BYTES NONCE META SCRIPT | dsh-job tail DIR KEY OUT_OFFSET ERR_OFFSET\n");
   return 2;
 }
