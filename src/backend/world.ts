@@ -24,6 +24,7 @@ import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 import { mountRemoteFileSystem } from '../files/remote-file-system.ts'
 import { worldOwnerOf } from '../providers/remote/world-owner.ts'
+import { WorldJobRegistry } from '../jobs/registry.ts'
 import { type WorldNetwork, type WorldNetworkOptions, mountWorldNetwork } from '../network/world-network.ts'
 
 /** terminal-bash settings a world may override (upstream defaults otherwise; ms and bytes). */
@@ -275,6 +276,10 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     await ctx.plugin(terminalBash, { ...options.terminal })
     agent = ownerAgent(ctx, options.session ?? `dsh-remote-${randomUUID()}`)
     ctx.agents.register(agent)
+    // The session's background jobs held in the world (plugins may mount dsh-remote-worlds/jobs):
+    // found again, and their output read back, before the world is handed out.
+    const jobs = ctx.get('jobs')
+    if (jobs instanceof WorldJobRegistry) await jobs.ready(agent)
   } catch (error) {
     // Disposal also removes a managed container the sandbox companion already created.
     await ctx.fiber.dispose().catch(() => undefined)

@@ -72,6 +72,11 @@ export interface JobTail {
    * first (the job's end, a closed tail, a broken world: the cursor is not recorded).
    */
   recordCursor(cursor: JobCursor): Promise<void>
+  /**
+   * Resolves once every byte the job's output held when it was asked has been handed to the
+   * events (or the tail ended: its end or failure came last). Never rejects.
+   */
+  caughtUp(): Promise<void>
   close(): void
 }
 
@@ -149,14 +154,16 @@ async function followJob(owner: WorldOwner, place: JobPlace, args: string[], eve
   const verb = args[0] === 'run' ? 'start' : 'follow'
   let finished = false
   let said = ''
-  // Cursor requests in flight, answered in order (dsh-job.c `c`).
+  // Cursor requests in flight, answered in order (dsh-job.c `c`), and syncs (`s`).
   const recording: PromiseWithResolvers<void>[] = []
+  const syncing: PromiseWithResolvers<void>[] = []
   const finish = (error: Error | undefined, line?: string): void => {
     if (finished) return
     finished = true
     if (error !== undefined) events.fail(error)
     else events.end(line!)
     for (const pending of recording.splice(0)) pending.reject(new TransportError(`${owner.describe()}: the tail of job ${place.key} ended before it recorded the reader's cursor`))
+    for (const pending of syncing.splice(0)) pending.resolve()
     transport.close()
   }
   transport.stderr.on('data', (chunk: Buffer) => { if (said.length < 2_000) said += chunk.toString('utf8') })
@@ -181,7 +188,8 @@ async function followJob(owner: WorldOwner, place: JobPlace, args: string[], eve
         const text = frame.payload.toString('utf8')
         if (text.startsWith('error ')) recording.shift()?.reject(new JobHoldError(`${owner.describe()}: the cursor of job ${place.key} was not recorded: ${text.slice(6)}`))
         else recording.shift()?.resolve()
-      } else if (code === 'X') finish(undefined, frame.payload.toString('utf8'))
+      } else if (code === 'Y') syncing.shift()?.resolve()
+      else if (code === 'X') finish(undefined, frame.payload.toString('utf8'))
       else if (code === 'e') finish(new JobHoldError(`${owner.describe()}: cannot ${verb} the job ${place.key}: ${frame.payload.toString('utf8')}`))
     }
   })
@@ -194,6 +202,13 @@ async function followJob(owner: WorldOwner, place: JobPlace, args: string[], eve
       const pending = Promise.withResolvers<void>()
       recording.push(pending)
       transport.stdin.write(`c ${cursor.stdout} ${cursor.stderr}\n`)
+      return pending.promise
+    },
+    caughtUp: () => {
+      if (finished || transport.stdin === undefined) return Promise.resolve()
+      const pending = Promise.withResolvers<void>()
+      syncing.push(pending)
+      transport.stdin.write('s\n')
       return pending.promise
     },
     close: () => finish(new TransportError(`${owner.describe()}: the tail of job ${place.key} was closed`)),

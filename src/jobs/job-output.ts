@@ -16,13 +16,35 @@ import { TrailerScanner } from '../providers/remote/process-wrapper.ts'
 export interface JobOutputRead {
   /** The text since the last read, rendered as the bash tool renders a background read. */
   delta: string
-  /** Bytes the world's log dropped before they were read (both streams). */
+  /** Bytes dropped before they were read (both streams): by the world's log, or from memory between reads. */
   dropped: number
 }
+
+/**
+ * The unread bytes of each stream a re-found job keeps between reads (bytes): what a live
+ * job's reader keeps, dsh-bash-local's `maxOutputBytes` default (64e3, its lib/index.js), so
+ * a read after a restart is no larger than one before it.
+ */
+export const REFOUND_RETAINED_BYTES = 64_000
 
 /** The notice a read carries when the world's log dropped output before anyone read it. */
 export function droppedNotice(bytes: number): string {
   return `[${bytes} bytes of output were dropped: the world keeps the latest part of each stream]`
+}
+
+/** The notice a read carries when more than {@link REFOUND_RETAINED_BYTES} came between two reads. */
+export function droppedFromMemoryNotice(bytes: number, retained: number): string {
+  return `[${bytes} bytes of output were dropped from memory: a job found again keeps the latest ${retained} bytes of each stream between reads]`
+}
+
+/** The last `bytes` bytes of `text` as UTF-8, cut at a character boundary; and how many bytes were cut. */
+function keepLast(text: string, bytes: number): { text: string; cut: number } {
+  const encoded = Buffer.from(text, 'utf8')
+  if (encoded.length <= bytes) return { text, cut: 0 }
+  let start = encoded.length - bytes
+  // Not inside a character: UTF-8 continuation bytes are 0b10xxxxxx.
+  while (start < encoded.length && (encoded[start]! & 0xc0) === 0x80) start += 1
+  return { text: encoded.subarray(start).toString('utf8'), cut: start }
 }
 
 /** Accumulates a re-found job's two raw streams (see the module comment). */
@@ -32,6 +54,11 @@ export class RefoundJobOutput {
   /** The raw offset each stream was received up to. */
   private readonly received: { stdout: number; stderr: number }
   private dropped = 0
+  /** Bytes cut from the unread text to keep it within {@link retained}. */
+  private droppedFromMemory = 0
+  /** Unread bytes taken in per stream since the text was last within the bound (a cheap over-estimate). */
+  private readonly taken = { stdout: 0, stderr: 0 }
+  private readonly retained: number
   /** Until the start marker went by (a read from offset 0 begins with it). */
   private boundary: BoundaryScanner | undefined
   private readonly trailer: TrailerScanner
@@ -39,9 +66,11 @@ export class RefoundJobOutput {
   /**
    * @param nonce - the process wrapper's nonce.
    * @param from - the raw offsets the last reader consumed up to.
+   * @param retained - the unread bytes of each stream kept between reads (the oldest go first).
    */
-  constructor(nonce: string, from: { stdout: number; stderr: number }) {
+  constructor(nonce: string, from: { stdout: number; stderr: number }, retained = REFOUND_RETAINED_BYTES) {
     this.received = { ...from }
+    this.retained = retained
     this.boundary = from.stdout === 0 ? new BoundaryScanner(nonce, 1 << 16, { process: true }) : undefined
     this.trailer = new TrailerScanner(nonce)
   }
@@ -73,10 +102,27 @@ export class RefoundJobOutput {
     }
     if (stream === 'stderr') bytes = this.trailer.push(bytes)
     this.text[stream] += this.decoders[stream].write(bytes)
+    this.taken[stream] += bytes.length
+    // Trimmed when it may hold twice the bound: a cut costs a copy of the text.
+    if (this.taken[stream] > 2 * this.retained) this.trim(stream)
+  }
+
+  /** Keep the latest {@link retained} bytes of `stream`'s unread text. */
+  private trim(stream: 'stdout' | 'stderr'): void {
+    const kept = keepLast(this.text[stream], this.retained)
+    this.text[stream] = kept.text
+    this.droppedFromMemory += kept.cut
+    this.taken[stream] = Buffer.byteLength(kept.text)
   }
 
   /** The text since the last read (consumed), rendered (see the module comment). */
   read(): JobOutputRead {
+    this.trim('stdout')
+    this.trim('stderr')
+    this.taken.stdout = 0
+    this.taken.stderr = 0
+    const fromMemory = this.droppedFromMemory
+    this.droppedFromMemory = 0
     const out = this.text.stdout
     const err = this.text.stderr
     this.text.stdout = ''
@@ -86,7 +132,8 @@ export class RefoundJobOutput {
     const separator = out.length > 0 && !out.endsWith('\n') ? '\n' : ''
     let delta = out + (err.length > 0 ? `${separator}[stderr]\n${err}` : '')
     if (dropped > 0) delta = `${delta}${delta.length > 0 && !delta.endsWith('\n') ? '\n' : ''}${droppedNotice(dropped)}`
-    return { delta, dropped }
+    if (fromMemory > 0) delta = `${delta}${delta.length > 0 && !delta.endsWith('\n') ? '\n' : ''}${droppedFromMemoryNotice(fromMemory, this.retained)}`
+    return { delta, dropped: dropped + fromMemory }
   }
 
   /**

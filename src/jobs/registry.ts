@@ -65,6 +65,8 @@ interface HeldJob {
   writing: Promise<void>
   /** A reader saw its end: its files are removed, nothing more is recorded. */
   collected: boolean
+  /** A re-found job: resolves once its tail handed on all the output the world held (or ended). */
+  caughtUp?: Promise<void>
 }
 
 /**
@@ -113,9 +115,22 @@ export class WorldJobRegistry extends LocalJobRegistry {
   /**
    * The world's job records, read once (the world opens for it); also raises the issued ids
    * above theirs. Resolves to none where there is no remote world or it cannot be read.
+   *
+   * With `caller`, its session's jobs are also found again now (as at its first call) and this
+   * resolves once each one's output, as the world held it, has been read back, and each one
+   * that ended says so: the caller's first read then shows what came while no client was there.
+   * Without it, a session's jobs are found at its first call, whose read may come before their
+   * output did (`(no new output)`, status running).
    */
-  ready(): Promise<ListedJob[]> {
-    return this.records ??= this.readRecords()
+  async ready(caller?: Agent): Promise<ListedJob[]> {
+    const listed = await (this.records ??= this.readRecords())
+    if (caller === undefined) return listed
+    this.refind(caller)
+    await Promise.all(listed.filter(({ record }) => record.session === caller.id).map(({ record }) => this.held.get(record.id)?.caughtUp))
+    // A job's end reaches the upstream registry's record through a chain of promise reactions
+    // (microtasks): all of them have run before the next macrotask.
+    await new Promise(resolve => setImmediate(resolve))
+    return listed
   }
 
   private async readRecords(): Promise<ListedJob[]> {
@@ -301,11 +316,13 @@ export class WorldJobRegistry extends LocalJobRegistry {
       job.dir = jobsDirectory(control.info.uid)
       return { dir: job.dir, key: record.key }
     })
-    place.then(where => tailJob(owner, where, cursor, {
+    const tail = place.then(where => tailJob(owner, where, cursor, {
       output: (stream, offset, data) => output.push(stream, offset, data),
       end: line => done.resolve(processOutcome(output.outcome(outcomeOfEnd(line)))),
       fail: error => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${error.message}` }),
-    })).then(tail => { job.tail = tail }, (error: unknown) => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${(error as Error).message}` }))
+    }))
+    tail.then(started => { job.tail = started }, (error: unknown) => done.resolve({ status: 'failed', detail: `the job's output in the world cannot be read: ${(error as Error).message}` }))
+    job.caughtUp = tail.then(started => started.caughtUp(), () => undefined)
     return {
       cancel: () => {
         // The holder ends the job's sessions (TERM, then KILL) and records its end; the tail reports it.

@@ -135,6 +135,18 @@ export function jobCases(world: JobWorld): void {
       await second.jobs.wait(next, 10_000, second.agent)
     }, 60_000)
 
+    it('a client that awaits ready(agent) reads at its first read all that came while no client was there, and the job says it ended', async () => {
+      const first = await client('session-f')
+      const id = first.background('echo early; sleep 1; echo late; echo gone >&2; exit 5')
+      await readUntil(first, id, 'early\n')
+      await first.close()
+      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
+      const second = await client('session-f')
+      await second.jobs.ready(second.agent)
+      const read = second.jobs.read(id, second.agent)
+      expect([read.text, read.snapshot.status, read.snapshot.detail]).toEqual(['late\n[stderr]\ngone\n', 'completed', 'exit code: 5'])
+    }, 60_000)
+
     it('kill from a later client ends the job\'s whole process group, orphans included', async () => {
       const first = await client('session-c')
       const id = first.background('sleep 1001 & sleep 1002 & echo started; wait')

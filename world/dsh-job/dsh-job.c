@@ -49,10 +49,12 @@
  *          start (`ECODE: reason`); then it exits 1.
  *       S  text `started HOLDER_PID` (run only): the first frame, once the program runs.
  *       C  text `OUT ERR` (or `error TEXT`): the answer to a `c` request, below.
+ *       Y  empty: the answer to an `s` request, below.
  *     It reads lines on stdin: `c OUT ERR` records how far the reader has read (decimal
  *     offsets) as DIR/KEY.cursor, `OUT ERR` and a newline, replaced atomically, so a later
- *     reader resumes there; other lines are ignored. Each `c` is answered, in order, once the
- *     file is replaced (or with why not).
+ *     reader resumes there; `s` asks for a `Y` once every byte the rings held when it arrived
+ *     was sent (a reader's "caught up"; the job's end answers it too, with its `X`); other lines
+ *     are ignored. Each `c` is answered, in order, once the file is replaced (or with why not).
  *     It touches DIR/KEY.touch when it starts and every 60 s, and ends at its stdin's EOF (the
  *     client is gone). It waits for output with inotify on DIR (inotify(7)), and polls every
  *     second where that is refused.
@@ -517,10 +519,12 @@ static void read_state(const char *dir, const char *key, char *out, size_t size)
   out[strcspn(out, "\n")] = 0;
 }
 
-/* One request line of a tail's reader (see the top): `c OUT ERR` records its offsets. */
-static void answer(const char *dir, const char *key, const char *line) {
+/* One request line of a tail's reader (see the top): `c OUT ERR` records its offsets; `s`
+ * counts one more sync to answer after the next pass over the rings. */
+static void answer(const char *dir, const char *key, const char *line, unsigned *syncs) {
   unsigned long long out, err;
   char text[64], end;
+  if (strcmp(line, "s") == 0) { (*syncs)++; return; }
   if (sscanf(line, "c %llu %llu%c", &out, &err, &end) != 2) return;
   snprintf(text, sizeof text, "%llu %llu\n", out, err);
   if (replace_file(dir, key, "cursor", text) == 0) send_frame('C', text, strlen(text) - 1, NULL, 0);
@@ -547,6 +551,7 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
   char state[128];
   char request[128];
   size_t requested = 0;
+  unsigned syncs = 0;
   for (;;) {
     /* The state first: output read after an `ended` state is all there will be. */
     read_state(dir, key, state, sizeof state);
@@ -556,6 +561,8 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
       send_frame('X', state, strlen(state), NULL, 0);
       return 0;
     }
+    /* Asked before this pass began: every byte held then has been sent. */
+    for (; syncs > 0; syncs--) send_frame('Y', "", 0, NULL, 0);
     if (now_ms() - touched >= TOUCH_EVERY_S * 1000LL) { touch(dir, key); touched = now_ms(); }
     struct pollfd fds[2] = { { 0, POLLIN, 0 }, { watch, POLLIN, 0 } };
     int ready = poll(fds, 2, watch >= 0 ? 10000 : 1000);
@@ -567,7 +574,7 @@ static int tail(const char *dir, const char *key, const char *out_text, const ch
       char *line_end;
       while ((line_end = memchr(request, '\n', requested)) != NULL) {
         *line_end = 0;
-        answer(dir, key, request);
+        answer(dir, key, request, &syncs);
         size_t used = (size_t)(line_end + 1 - request);
         memmove(request, line_end + 1, requested - used);
         requested -= used;
