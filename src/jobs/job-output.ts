@@ -59,6 +59,8 @@ export class RefoundJobOutput {
   /** Unread bytes taken in per stream since the text was last within the bound (a cheap over-estimate). */
   private readonly taken = { stdout: 0, stderr: 0 }
   private readonly retained: number
+  /** Where the program's own stdout bytes begin (dsh-job's DIR/KEY.start), when known. */
+  private readonly programStart: number | undefined
   /** Until the start marker went by (a read from offset 0 begins with it). */
   private boundary: BoundaryScanner | undefined
   private readonly trailer: TrailerScanner
@@ -66,11 +68,14 @@ export class RefoundJobOutput {
   /**
    * @param nonce - the process wrapper's nonce.
    * @param from - the raw offsets the last reader consumed up to.
-   * @param retained - the unread bytes of each stream kept between reads (the oldest go first).
+   * @param options.retained - the unread bytes of each stream kept between reads (the oldest go first).
+   * @param options.programStart - the stdout offset where the program's own bytes begin (past
+   *   the start marker), so a gap that took the marker counts only the program's bytes.
    */
-  constructor(nonce: string, from: { stdout: number; stderr: number }, retained = REFOUND_RETAINED_BYTES) {
+  constructor(nonce: string, from: { stdout: number; stderr: number }, options: { retained?: number; programStart?: number | undefined } = {}) {
     this.received = { ...from }
-    this.retained = retained
+    this.retained = options.retained ?? REFOUND_RETAINED_BYTES
+    this.programStart = options.programStart
     this.boundary = from.stdout === 0 ? new BoundaryScanner(nonce, 1 << 16, { process: true }) : undefined
     this.trailer = new TrailerScanner(nonce)
   }
@@ -82,6 +87,10 @@ export class RefoundJobOutput {
 
   /** One piece of a stream at its absolute offset (a gap from what was received was dropped). */
   push(stream: 'stdout' | 'stderr', offset: number, data: Buffer): void {
+    if (stream === 'stdout' && this.boundary !== undefined && this.programStart !== undefined) {
+      this.fromProgramStart(offset, data, this.programStart)
+      return
+    }
     if (offset > this.received[stream]) {
       this.dropped += offset - this.received[stream]
       // Past a gap, the start marker is gone with what was dropped.
@@ -101,6 +110,25 @@ export class RefoundJobOutput {
       bytes = event !== undefined && 'rest' in event && Buffer.isBuffer(event.rest) ? event.rest : bytes
     }
     if (stream === 'stderr') bytes = this.trailer.push(bytes)
+    this.append(stream, bytes)
+  }
+
+  /**
+   * Stdout before the start marker went by, where dsh-job said where it ends: the bytes before
+   * that offset are the marker's (skipped), and a gap is counted from there.
+   */
+  private fromProgramStart(offset: number, data: Buffer, start: number): void {
+    const gapFrom = Math.max(this.received.stdout, start)
+    if (offset > gapFrom) this.dropped += offset - gapFrom
+    this.received.stdout = offset + data.length
+    const skip = Math.max(0, start - offset)
+    if (skip >= data.length) return
+    this.boundary = undefined
+    this.append('stdout', data.subarray(skip))
+  }
+
+  /** Decode `bytes` onto `stream`'s unread text, within the bound. */
+  private append(stream: 'stdout' | 'stderr', bytes: Buffer): void {
     this.text[stream] += this.decoders[stream].write(bytes)
     this.taken[stream] += bytes.length
     // Trimmed when it may hold twice the bound: a cut costs a copy of the text.

@@ -7,6 +7,8 @@
  * - DIR/KEY.cursor: `OUT ERR`, the offsets the last reader consumed up to, written by dsh-job
  *   as a reader asks through its tail (job-holder.ts `recordCursor`).
  * - DIR/KEY.state: dsh-job's state line (the holder's pid while it runs, then the job's end).
+ * - DIR/KEY.start: the stdout offset where the program's own bytes begin (past the wrapper's
+ *   start marker), written by dsh-job once the marker went by.
  * @module dsh-remote-worlds/jobs/job-records
  */
 import { z } from 'zod'
@@ -45,6 +47,8 @@ export interface ListedJob {
   cursor: JobCursor
   /** The holder's pid the state names (job-holder.ts holderInState); undefined once the job ended. */
   holder: number | undefined
+  /** The stdout offset where the program's own bytes begin; undefined before dsh-job saw the start marker. */
+  programStart: number | undefined
 }
 
 /** `record` as the one line its file holds. */
@@ -58,14 +62,16 @@ export function jobRecordLine(record: JobRecord): string {
  * @throws the world's errors.
  */
 export async function listJobRecords(owner: WorldOwner, dir: string): Promise<ListedJob[]> {
-  // One line per job: the record's JSON, a tab, the state's first line, a tab, the cursor.
+  // One line per job: the record's JSON, then tab-separated the state's first line, the cursor
+  // and the program's start offset.
   const script = `cd ${shQuote(dir)} 2>/dev/null || exit 0
 for f in *.meta; do
   [ -f "$f" ] && [ ! -L "$f" ] || continue
-  k=\${f%.meta}; s= c=
+  k=\${f%.meta}; s= c= p=
   [ -f "$k.state" ] && IFS= read -r s < "$k.state"
   [ -f "$k.cursor" ] && IFS= read -r c < "$k.cursor"
-  { tr -d '\\n\\t' < "$f"; printf '\\t%s\\t%s\\n' "$s" "$c"; }
+  [ -f "$k.start" ] && IFS= read -r p < "$k.start"
+  { tr -d '\\n\\t' < "$f"; printf '\\t%s\\t%s\\t%s\\n' "$s" "$c" "$p"; }
 done
 exit 0
 `
@@ -73,11 +79,11 @@ exit 0
   const listed: ListedJob[] = []
   for (const line of result.stdout.split('\n')) {
     const fields = line.split('\t')
-    if (fields.length !== 3) continue
-    const [json, state, cursor] = fields as [string, string, string]
+    if (fields.length !== 4) continue
+    const [json, state, cursor, start] = fields as [string, string, string, string]
     try {
       const parsed = JobRecord.safeParse(JSON.parse(json))
-      if (parsed.success) listed.push({ record: parsed.data, state, holder: holderInState(state), cursor: cursorOf(cursor) })
+      if (parsed.success) listed.push({ record: parsed.data, state, holder: holderInState(state), cursor: cursorOf(cursor), programStart: /^\d+$/.test(start) ? Number(start) : undefined })
     } catch {
       // Not JSON: a partial write, or not ours.
     }
@@ -86,13 +92,13 @@ exit 0
 }
 
 /**
- * Remove the files of job `key` from `dir` (its record, its output rings, its state).
+ * Remove the files of job `key` from `dir` (its record, its output rings, its state, cursor and start).
  * @throws the world's errors.
  */
 export async function removeJobFiles(owner: WorldOwner, dir: string, key: string): Promise<void> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(key)) throw new RangeError(`not a job key: ${JSON.stringify(key)}`)
   const base = shQuote(`${dir}/${key}`)
-  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch ${base}.cursor; exit 0`)
+  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch ${base}.cursor ${base}.start; exit 0`)
 }
 
 /** A cursor file's line (`OUT ERR`); 0 0 when missing or not that. */

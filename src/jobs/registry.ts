@@ -307,8 +307,8 @@ export class WorldJobRegistry extends LocalJobRegistry {
   }
 
   /** The hooks of a job a restarted client found again: its holder's output and end, read on from the record's cursor. */
-  private refoundHooks(owner: WorldOwner, { record, cursor }: ListedJob): JobHooks {
-    const output = new RefoundJobOutput(record.nonce, cursor)
+  private refoundHooks(owner: WorldOwner, { record, cursor, programStart }: ListedJob): JobHooks {
+    const output = new RefoundJobOutput(record.nonce, cursor, { programStart })
     const done = Promise.withResolvers<JobOutcome>()
     const job: HeldJob = { owner, record, dir: '', cursor: () => output.cursor, tail: undefined, recorded: `${cursor.stdout} ${cursor.stderr}`, writing: Promise.resolve(), collected: false }
     this.held.set(record.id, job)

@@ -147,6 +147,19 @@ export function jobCases(world: JobWorld): void {
       expect([read.text, read.snapshot.status, read.snapshot.detail]).toEqual(['late\n[stderr]\ngone\n', 'completed', 'exit code: 5'])
     }, 60_000)
 
+    it('output past the world\'s log while no client was there: the next client is told exactly how many of the program\'s bytes the log dropped, and reads the latest 64 000 bytes', async () => {
+      const first = await client('session-o')
+      // 9 MiB in all, 1 MiB over the log's 8 MiB (the default logBytes).
+      const id = first.background('head -c 9437184 /dev/zero | tr "\\0" a')
+      await first.close()
+      for (let waited = 0; (await holders()) > 0 && waited < 20_000; waited += 200) await delay(200)
+      const second = await client('session-o')
+      await second.jobs.ready(second.agent)
+      const read = second.jobs.read(id, second.agent)
+      expect(read.snapshot.status).toBe('completed')
+      expect(read.text).toBe(`${'a'.repeat(64_000)}\n[1048576 bytes of output were dropped: the world keeps the latest part of each stream]\n[8324608 bytes of output were dropped from memory: a job found again keeps the latest 64000 bytes of each stream between reads]`)
+    }, 60_000)
+
     it('kill from a later client ends the job\'s whole process group, orphans included', async () => {
       const first = await client('session-c')
       const id = first.background('sleep 1001 & sleep 1002 & echo started; wait')

@@ -43,4 +43,16 @@ describe('RefoundJobOutput', () => {
     output.push('stdout', offset, Buffer.from('next\n'))
     expect(output.read()).toEqual({ delta: 'next\n', dropped: 0 })
   })
+
+  it('from offset 0 with the program\'s start known, skips the wrapper\'s start marker, and a gap that took the marker counts only the program\'s bytes', () => {
+    const marker = `\nDSHB${NONCE}:pid:41,9000,40,8999\n`
+    const whole = new RefoundJobOutput(NONCE, { stdout: 0, stderr: 0 }, { programStart: marker.length })
+    // The marker split across two pieces, the program's bytes right behind it.
+    whole.push('stdout', 0, Buffer.from(marker.slice(0, 20)))
+    whole.push('stdout', 20, Buffer.from(`${marker.slice(20)}hello\n`))
+    expect(whole.read()).toEqual({ delta: 'hello\n', dropped: 0 })
+    const gap = new RefoundJobOutput(NONCE, { stdout: 0, stderr: 0 }, { programStart: marker.length })
+    gap.push('stdout', marker.length + 1_000, Buffer.from('kept\n'))
+    expect(gap.read()).toEqual({ delta: 'kept\n[1000 bytes of output were dropped: the world keeps the latest part of each stream]', dropped: 1_000 })
+  })
 })

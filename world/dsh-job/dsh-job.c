@@ -29,6 +29,9 @@
  *     status, from the wrapper's exit trailer; the wrapper's where none came) once its output is
  *     complete (every writer of the two pipes closed them: background children of the job keep
  *     them open), nothing of the job runs any more, and the holder is about to exit.
+ *     Once the wrapper's start marker (`\nDSHB<NONCE>:...\n`) went by on stdout, the holder writes
+ *     DIR/KEY.start: the stdout offset where the program's own bytes begin, and a newline, so a
+ *     reader whose ring dropped the marker counts only the program's bytes as dropped.
  *     The holder is the child subreaper of the job (prctl(2) PR_SET_CHILD_SUBREAPER): whatever
  *     the job starts stays its descendant, whichever session it moves to and whoever its parent
  *     was. Ending the job is SIGTERM to every descendant, SIGKILL to those left 2 s later. It
@@ -271,6 +274,27 @@ static int trailer_status(char *out, size_t size, const char *nonce, const unsig
   return 1;
 }
 
+/* Where the start marker must have ended, if anywhere (bytes of stdout looked at). */
+#define MARKER_ROOM 512
+
+/* Look for the end of the wrapper's start marker `DSHB<nonce>:...\n` in the first bytes of
+ * stdout (`head`, `length` of them); write DIR/KEY.start and return 1 once found. */
+static int note_program_start(const char *dir, const char *key, const char *nonce, const unsigned char *head, size_t length) {
+  char tag[80];
+  snprintf(tag, sizeof tag, "DSHB%s:", nonce);
+  size_t tag_length = strlen(tag);
+  for (size_t at = 0; at + tag_length <= length; at++) {
+    if (memcmp(head + at, tag, tag_length) != 0) continue;
+    const unsigned char *end = memchr(head + at + tag_length, '\n', length - at - tag_length);
+    if (end == NULL) return 0;
+    char text[32];
+    snprintf(text, sizeof text, "%zu\n", (size_t)(end + 1 - head));
+    replace_file(dir, key, "start", text);
+    return 1;
+  }
+  return 0;
+}
+
 /* Reap every ended child of the holder (its job's orphans come to it); returns 1 when `child`
  * was among them, with its wait status. */
 static int reap(pid_t child, int *status) {
@@ -297,6 +321,9 @@ static int holder(const char *dir, const char *key, const char *nonce, unsigned 
   static unsigned char buffer[CHUNK];
   static unsigned char last[TRAILER_ROOM];
   size_t kept = 0;
+  static unsigned char head[MARKER_ROOM];
+  size_t seen = 0;
+  int looking = 1;
   for (;;) {
     if (reaped && pipes[0] < 0 && pipes[1] < 0) break;
     struct pollfd fds[3] = { { sfd, POLLIN, 0 }, { pipes[0], POLLIN, 0 }, { pipes[1], POLLIN, 0 } };
@@ -308,6 +335,12 @@ static int holder(const char *dir, const char *key, const char *nonce, unsigned 
       ssize_t n = read(pipes[i], buffer, sizeof buffer);
       if (n > 0) {
         ring_append(rings[i], capacity, &heads[i], buffer, (size_t)n);
+        if (i == 0 && looking) {
+          size_t take = (size_t)n < MARKER_ROOM - seen ? (size_t)n : MARKER_ROOM - seen;
+          memcpy(head + seen, buffer, take);
+          seen += take;
+          if (note_program_start(dir, key, nonce, head, seen) || seen == MARKER_ROOM) looking = 0;
+        }
         if (i == 1) {
           size_t take = (size_t)n < TRAILER_ROOM ? (size_t)n : TRAILER_ROOM;
           if (kept + take > TRAILER_ROOM) { memmove(last, last + (kept + take - TRAILER_ROOM), TRAILER_ROOM - take); kept = TRAILER_ROOM - take; }
