@@ -96,6 +96,8 @@ export class WorldJobRegistry extends LocalJobRegistry {
   private loaded: ListedJob[] | undefined
   /** Sessions whose world jobs were registered here. */
   private readonly refound = new Set<string>()
+  /** Said once that this world's jobs are not held (its persistence is not 'client'). */
+  private saidNotHeld = false
   /** This registry (or an owner) is being disposed: held jobs are let go, not cancelled. */
   private detaching = false
   private readonly detachingOwners = new WeakSet<Agent>()
@@ -223,7 +225,11 @@ export class WorldJobRegistry extends LocalJobRegistry {
     const owner = this.owner()
     if (owner === undefined) return undefined
     const persistence = owner.persistenceSetting()
-    if (persistence.mode !== 'client') return undefined
+    if (persistence.mode !== 'client') {
+      if (!this.saidNotHeld) this.context.logger('jobs').info(`jobs: background jobs in ${owner.describe()} end with this client (persistence '${persistence.mode}'); persistence 'client' holds them in the world`)
+      this.saidNotHeld = true
+      return undefined
+    }
     const key = `${Date.now().toString(36)}-${randomBytes(6).toString('hex')}`
     let delivered: JobCursor = { stdout: 0, stderr: 0 }
     const job: HeldJob = { owner, record: undefined, dir: '', cursor: () => ({ ...delivered }), tail: undefined, recorded: '0 0', writing: Promise.resolve(), collected: false }
