@@ -9,6 +9,7 @@
  * - DIR/KEY.state: dsh-job's state line (the holder's pid while it runs, then the job's end).
  * - DIR/KEY.start: the stdout offset where the program's own bytes begin (past the wrapper's
  *   start marker), written by dsh-job once the marker went by.
+ * - DIR/KEY.status: the process wrapper's status file (process-wrapper.ts), while it waits.
  * @module dsh-remote-worlds/jobs/job-records
  */
 import { z } from 'zod'
@@ -92,13 +93,14 @@ exit 0
 }
 
 /**
- * Remove the files of job `key` from `dir` (its record, its output rings, its state, cursor and start).
+ * Remove the files of job `key` from `dir` (its record, its output rings, its state, cursor and
+ * start, its wrapper's status file).
  * @throws the world's errors.
  */
 export async function removeJobFiles(owner: WorldOwner, dir: string, key: string): Promise<void> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(key)) throw new RangeError(`not a job key: ${JSON.stringify(key)}`)
   const base = shQuote(`${dir}/${key}`)
-  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch ${base}.cursor ${base}.start; exit 0`)
+  await runInWorld(owner, `rm -f ${base}.meta ${base}.out ${base}.err ${base}.state ${base}.touch ${base}.cursor ${base}.start ${base}.status; exit 0`)
 }
 
 /** A cursor file's line (`OUT ERR`); 0 0 when missing or not that. */

@@ -96,6 +96,8 @@ export class WorldJobRegistry extends LocalJobRegistry {
   private loaded: ListedJob[] | undefined
   /** Sessions whose world jobs were registered here. */
   private readonly refound = new Set<string>()
+  /** Kill requests of re-found jobs on their way to the holder. */
+  private readonly killing = new Set<Promise<void>>()
   /** Said once that this world's jobs are not held (its persistence is not 'client'). */
   private saidNotHeld = false
   /** This registry (or an owner) is being disposed: held jobs are let go, not cancelled. */
@@ -128,7 +130,7 @@ export class WorldJobRegistry extends LocalJobRegistry {
     const listed = await (this.records ??= this.readRecords())
     if (caller === undefined) return listed
     this.refind(caller)
-    await Promise.all(listed.filter(({ record }) => record.session === caller.id).map(({ record }) => this.held.get(record.id)?.caughtUp))
+    await Promise.all([...this.held.values()].filter(job => job.record?.session === caller.id).map(job => job.caughtUp))
     // A job's end reaches the upstream registry's record through a chain of promise reactions
     // (microtasks): all of them have run before the next macrotask.
     await new Promise(resolve => setImmediate(resolve))
@@ -152,11 +154,12 @@ export class WorldJobRegistry extends LocalJobRegistry {
 
   /**
    * Resolves once every record write asked for so far reached the world (a read's cursor, a
-   * new job): the reads before it are not shown again to a later client. A client killed
-   * between a read and this may show that read's text once more.
+   * new job), and every kill of a job found again reached its holder: the reads before it are
+   * not shown again to a later client. A client killed between a read and this may show that
+   * read's text once more.
    */
   async settled(): Promise<void> {
-    await Promise.allSettled([...this.held.values()].map(job => job.writing))
+    await Promise.allSettled([...[...this.held.values()].map(job => job.writing), ...this.killing])
   }
 
   override start(spec: JobStart): JobId {
@@ -182,12 +185,15 @@ export class WorldJobRegistry extends LocalJobRegistry {
 
   override get(id: JobId, caller?: Agent): JobSnapshot {
     this.refind(caller)
-    return this.shownSnapshot(this.translated(() => super.get(this.innerId(id), caller)))
+    // Looked up outside the translation: its error names the id asked for, already a shown one.
+    const innerId = this.innerId(id)
+    return this.shownSnapshot(this.translated(() => super.get(innerId, caller)))
   }
 
   override read(id: JobId, caller?: Agent): JobRead {
     this.refind(caller)
-    const read = this.translated(() => super.read(this.innerId(id), caller))
+    const innerId = this.innerId(id)
+    const read = this.translated(() => super.read(innerId, caller))
     const snapshot = this.shownSnapshot(read.snapshot)
     this.afterRead(snapshot)
     return { text: read.text, snapshot }
@@ -195,7 +201,8 @@ export class WorldJobRegistry extends LocalJobRegistry {
 
   override kill(id: JobId, caller?: Agent, reason?: string): 'requested' | 'already-finished' {
     this.refind(caller)
-    return this.translated(() => super.kill(this.innerId(id), caller, reason))
+    const innerId = this.innerId(id)
+    return this.translated(() => super.kill(innerId, caller, reason))
   }
 
   override async wait(id: JobId, timeoutMs: number, caller?: Agent, signal?: AbortSignal): Promise<JobSnapshot> {
@@ -236,6 +243,9 @@ export class WorldJobRegistry extends LocalJobRegistry {
     let id: string | undefined
     const startedAt = Date.now()
     const holding: ProcessHolding = {
+      // Beside the job's files: the wrapper writes it while the program runs, which may be long
+      // after this client and its state directory are gone.
+      statusFile: uid => `${jobsDirectory(uid)}/${key}.status`,
       // Part of the spawn's start, which the runtime's disposal lets finish (bounded): the job is
       // recorded before its client may end, so a later client finds it.
       open: async (script, { nonce }) => {
@@ -291,19 +301,23 @@ export class WorldJobRegistry extends LocalJobRegistry {
     this.refound.add(agent.id)
     const owner = this.owner()
     if (owner === undefined) return
-    for (const listed of this.loaded) {
+    const known = new Set([...this.held.values()].map(job => job.record?.key))
+    for (const listed of [...this.loaded].sort((a, b) => a.record.startedAt - b.record.startedAt)) {
       const { record } = listed
-      if (record.session !== agent.id || this.inner.has(record.id)) continue
+      if (record.session !== agent.id || known.has(record.key)) continue
+      // Two clients of one session at once each issue ids from the records they read: a job
+      // under an id already shown here (another job's) is shown under a new one.
+      const id = this.inner.has(record.id) ? this.issue(record.kind) : record.id
       try {
         const innerId = super.start({
           kind: record.kind as JobStart['kind'],
           label: record.label,
           owner: agent,
           ...(record.outputLimitBytes !== undefined ? { outputLimitBytes: record.outputLimitBytes } : {}),
-          run: () => this.letGoAtDisposal(this.refoundHooks(owner, listed), () => record.id, agent),
+          run: () => this.letGoAtDisposal(this.refoundHooks(owner, listed, id), () => id, agent),
         })
-        this.link(innerId, record.id)
-        this.noteIssued(record.kind, record.id)
+        this.link(innerId, id)
+        this.noteIssued(record.kind, id)
         this.watchOwner(agent)
       } catch (error) {
         this.refound.delete(agent.id)
@@ -313,11 +327,11 @@ export class WorldJobRegistry extends LocalJobRegistry {
   }
 
   /** The hooks of a job a restarted client found again: its holder's output and end, read on from the record's cursor. */
-  private refoundHooks(owner: WorldOwner, { record, cursor, programStart }: ListedJob): JobHooks {
+  private refoundHooks(owner: WorldOwner, { record, cursor, programStart }: ListedJob, id: string): JobHooks {
     const output = new RefoundJobOutput(record.nonce, cursor, { programStart })
     const done = Promise.withResolvers<JobOutcome>()
     const job: HeldJob = { owner, record, dir: '', cursor: () => output.cursor, tail: undefined, recorded: `${cursor.stdout} ${cursor.stderr}`, writing: Promise.resolve(), collected: false }
-    this.held.set(record.id, job)
+    this.held.set(id, job)
     const place = owner.control().then(control => {
       job.dir = jobsDirectory(control.info.uid)
       return { dir: job.dir, key: record.key }
@@ -331,8 +345,12 @@ export class WorldJobRegistry extends LocalJobRegistry {
     job.caughtUp = tail.then(started => started.caughtUp(), () => undefined)
     return {
       cancel: () => {
-        // The holder ends the job's sessions (TERM, then KILL) and records its end; the tail reports it.
-        void place.then(where => this.signalHolder(owner, where.dir, record.key))
+        // The holder ends every process of the job (TERM, then KILL) and records its end; the
+        // tail reports it. The world stays open for the request when this client ends at once.
+        const kill = place.then(where => this.signalHolder(owner, where.dir, record.key))
+        this.killing.add(kill)
+        void kill.finally(() => this.killing.delete(kill))
+        owner.keepOpenFor(kill)
       },
       done: done.promise,
       readOutput: () => output.read().delta,

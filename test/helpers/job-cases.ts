@@ -199,6 +199,57 @@ export function jobCases(world: JobWorld): void {
       expect(await holders()).toBe(0)
     }, 60_000)
 
+    it('a job that dies by a signal after its client ended cleanly (its state directory gone) reports the signal, not the wrapper\'s troubles', async () => {
+      const first = await client('session-s')
+      const id = first.background('echo hi; sleep 1; kill -9 $$')
+      await readUntil(first, id, 'hi\n')
+      await first.close()
+      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
+      const second = await client('session-s')
+      await second.jobs.ready(second.agent)
+      const read = second.jobs.read(id, second.agent)
+      expect([read.text, read.snapshot.status, read.snapshot.detail]).toEqual(['', 'killed', 'signal: SIGKILL'])
+    }, 60_000)
+
+    it('job_kill of a job found again, by a client that ends at once, still ends it', async () => {
+      const first = await client('session-q')
+      const id = first.background('sleep 1011')
+      for (let waited = 0; (await sleeping('sleep 1011')).length === 0 && waited < 10_000; waited += 100) await delay(100)
+      await first.close()
+      const second = await client('session-q')
+      expect(second.jobs.kill(id, second.agent)).toBe('requested')
+      await second.close()
+      for (let waited = 0; ((await sleeping('sleep 1011')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
+      expect(await sleeping('sleep 1011')).toEqual([])
+      expect(await holders()).toBe(0)
+    }, 60_000)
+
+    it('two clients of one session at once: a later client shows every job of both under ids of their own, and can end each', async () => {
+      const a = await client('session-2c')
+      a.background('sleep 1024')
+      const b = await client('session-2c')
+      b.background('sleep 1023')
+      // Issued from what a read at its start: it may repeat b's id.
+      a.background('sleep 1025')
+      for (let waited = 0; (await sleeping('sleep 102')).length < 3 && waited < 10_000; waited += 100) await delay(100)
+      await a.close()
+      await b.close()
+      const c = await client('session-2c')
+      await c.jobs.ready(c.agent)
+      const listed = c.jobs.list(c.agent)
+      expect(listed.map(job => job.label).sort()).toEqual(['sleep 1023', 'sleep 1024', 'sleep 1025'])
+      expect(new Set(listed.map(job => job.id)).size).toBe(3)
+      // An id asked for that this client never showed is unknown under that very id.
+      const other = await client('session-2d')
+      const shownFirst = other.background('true')
+      expect(shownFirst).not.toBe('bash-1')
+      expect(() => other.jobs.get(JobId('bash-1'), other.agent)).toThrow('unknown job bash-1')
+      for (const job of listed) expect(c.jobs.kill(job.id, c.agent)).toBe('requested')
+      for (const job of listed) expect((await c.jobs.wait(job.id, 15_000, c.agent)).status).toBe('killed')
+      for (let waited = 0; (await sleeping('sleep 102')).length > 0 && waited < 10_000; waited += 200) await delay(200)
+      expect(await sleeping('sleep 102')).toEqual([])
+    }, 90_000)
+
     it('doctor lists a held job with its session and state, and --reap --include-jobs ends it and removes its files', async () => {
       const first = await client('session-r')
       const id = first.background('sleep 1004')

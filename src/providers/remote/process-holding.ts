@@ -22,6 +22,12 @@ export interface ProcessHolding {
    * @throws the holder's start errors (the spawn's `done` rejects with them).
    */
   open(script: string, facts: { nonce: string }): Promise<ProcessTransport>
+  /**
+   * Where the wrapper of a held process keeps its status file (process-wrapper.ts), for the
+   * world user `uid`: a path that outlives this client (its state directory goes with it), in a
+   * directory the holder makes before the wrapper runs.
+   */
+  statusFile(uid: number): string
 }
 
 const holding = new AsyncLocalStorage<ProcessHolding>()

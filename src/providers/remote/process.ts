@@ -291,7 +291,7 @@ export class RemoteProcessHandle implements SubprocessHandle {
       return spill
     }
     this.spills = { stdout: spillOf(this.out.collector, 'stdout'), stderr: spillOf(this.err.collector, 'stderr') }
-    this.statusFile = `${world.stateDir}/.${stamp}.status`
+    this.statusFile = this.holding?.statusFile(world.control.info.uid) ?? `${world.stateDir}/.${stamp}.status`
     if (this.terminationRequested && this.cancelUnstarted) {
       // Cancelled on request before anything was opened in the world: no process ran and none
       // was killed, so the outcome is a failed spawn (the local provider throws `aborted before
