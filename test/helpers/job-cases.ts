@@ -70,6 +70,11 @@ export function jobCases(world: JobWorld): void {
   /** The command lines of the world's live `sleep` processes whose command line holds `text`. */
   const sleeping = async (text: string): Promise<string[]> => (await world.processes()).filter(row => row.comm === 'sleep' && row.cmdline.includes(text) && row.state !== 'Z').map(row => row.cmdline.trim())
   const holders = async (): Promise<number> => (await world.processes()).filter(row => row.comm === 'dsh-job' && row.state !== 'Z').length
+  /** Wait (at most `boundMs`) until no holder runs in the world and no `sleep` whose command line holds `text`. */
+  const untilGone = async (text: string | undefined, boundMs = 10_000): Promise<void> => {
+    const left = async (): Promise<boolean> => (await holders()) > 0 || (text !== undefined && (await sleeping(text)).length > 0)
+    for (let waited = 0; (await left()) && waited < boundMs; waited += 200) await delay(200)
+  }
   /** Read job `id` until the text so far holds `needle`. */
   const readUntil = async (c: JobClient, id: JobId, needle: string): Promise<string> => {
     let text = ''
@@ -78,6 +83,20 @@ export function jobCases(world: JobWorld): void {
       if (!text.includes(needle)) await delay(100)
     }
     return text
+  }
+  /**
+   * Job `command` of `session`: its client reads until `needle` (if given) and ends, the job
+   * ends too, then a new client of the session finds it again (`ready(agent)`).
+   */
+  const afterRestart = async (session: string, command: string, needle?: string): Promise<{ id: JobId; second: JobClient }> => {
+    const first = await client(session)
+    const id = first.background(command)
+    if (needle !== undefined) await readUntil(first, id, needle)
+    await first.close()
+    await untilGone(undefined, 20_000)
+    const second = await client(session)
+    await second.jobs.ready(second.agent)
+    return { id, second }
   }
   const lines = (text: string): string[] => text.split('\n').filter(line => line.startsWith('line-'))
   const LOOP = 'for i in $(seq 1 40); do echo "line-$i"; sleep 0.1; done; echo "to-stderr" >&2; exit 3'
@@ -121,7 +140,7 @@ export function jobCases(world: JobWorld): void {
       const first = await client('session-b')
       const id = first.background('sleep 1; echo done-here; exit 7')
       await first.close()
-      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
+      await untilGone(undefined)
       const second = await client('session-b')
       // doctor says the job's own status (the wrapper's exit trailer), not its wrapper's.
       const listed = (await scanHeldJobs(second.ctx.get('subprocess'), { reap: false })).jobs.filter(job => job.session === 'session-b')
@@ -136,77 +155,53 @@ export function jobCases(world: JobWorld): void {
     }, 60_000)
 
     it('a client that awaits ready(agent) reads at its first read all that came while no client was there, and the job says it ended', async () => {
-      const first = await client('session-f')
-      const id = first.background('echo early; sleep 1; echo late; echo gone >&2; exit 5')
-      await readUntil(first, id, 'early\n')
-      await first.close()
-      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
-      const second = await client('session-f')
-      await second.jobs.ready(second.agent)
+      const { id, second } = await afterRestart('session-f', 'echo early; sleep 1; echo late; echo gone >&2; exit 5', 'early\n')
       const read = second.jobs.read(id, second.agent)
       expect([read.text, read.snapshot.status, read.snapshot.detail]).toEqual(['late\n[stderr]\ngone\n', 'completed', 'exit code: 5'])
     }, 60_000)
 
     it('output past the world\'s log while no client was there: the next client is told exactly how many of the program\'s bytes the log dropped, and reads the latest 64 000 bytes', async () => {
-      const first = await client('session-o')
       // 9 MiB in all, 1 MiB over the log's 8 MiB (the default logBytes).
-      const id = first.background('head -c 9437184 /dev/zero | tr "\\0" a')
-      await first.close()
-      for (let waited = 0; (await holders()) > 0 && waited < 20_000; waited += 200) await delay(200)
-      const second = await client('session-o')
-      await second.jobs.ready(second.agent)
+      const { id, second } = await afterRestart('session-o', 'head -c 9437184 /dev/zero | tr "\\0" a')
       const read = second.jobs.read(id, second.agent)
       expect(read.snapshot.status).toBe('completed')
       expect(read.text).toBe(`${'a'.repeat(64_000)}\n[1048576 bytes of output were dropped: the world keeps the latest part of each stream]\n[8324608 bytes of output were dropped from memory: a job found again keeps the latest 64000 bytes of each stream between reads]`)
     }, 60_000)
 
-    it('kill from a later client ends the job\'s whole process group, orphans included', async () => {
-      const first = await client('session-c')
-      const id = first.background('sleep 1001 & sleep 1002 & echo started; wait')
-      await readUntil(first, id, 'started')
-      await first.close()
-      expect((await sleeping('sleep 100')).sort()).toEqual(['sleep 1001', 'sleep 1002'])
-      const second = await client('session-c')
-      expect(second.jobs.kill(id, second.agent)).toBe('requested')
-      const final = await second.jobs.wait(id, 15_000, second.agent)
-      expect(final.status).toBe('killed')
-      for (let waited = 0; (await sleeping('sleep 100')).length > 0 && waited < 10_000; waited += 200) await delay(200)
-      expect(await sleeping('sleep 100')).toEqual([])
-    }, 60_000)
-
-    it('kill from a later client ends a job whose processes ignore SIGTERM (its shell, a child, an orphan): SIGKILL 2 s later, and nothing is left', async () => {
-      const first = await client('session-t')
-      const id = first.background('trap "" TERM; (exec sleep 1008) & sleep 1009 & echo started; while :; do sleep 1; done')
-      await readUntil(first, id, 'started')
-      await first.close()
-      expect((await sleeping('sleep 100')).sort()).toEqual(['sleep 1008', 'sleep 1009'])
-      const second = await client('session-t')
-      expect(second.jobs.kill(id, second.agent)).toBe('requested')
-      const final = await second.jobs.wait(id, 15_000, second.agent)
-      expect(final.status).toBe('killed')
-      for (let waited = 0; ((await sleeping('sleep 100')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
-      expect(await sleeping('sleep 100')).toEqual([])
-      expect(await holders()).toBe(0)
-    }, 60_000)
+    // Each job prints `started` once its sleeps run; `kill` comes from a client that did not start it.
+    const KILLED = [
+      { what: 'the job\'s whole process group, orphans included', session: 'session-c', command: 'sleep 1001 & sleep 1002 & echo started; wait', sleeps: ['sleep 1001', 'sleep 1002'] },
+      { what: 'a job whose processes ignore SIGTERM (its shell, a child, an orphan): SIGKILL 2 s later', session: 'session-t', command: 'trap "" TERM; (exec sleep 1008) & sleep 1009 & echo started; while :; do sleep 1; done', sleeps: ['sleep 1008', 'sleep 1009'] },
+    ]
+    for (const { what, session, command, sleeps } of KILLED) {
+      it(`kill from a later client ends ${what}, and nothing of it is left`, async () => {
+        const first = await client(session)
+        const id = first.background(command)
+        await readUntil(first, id, 'started')
+        await first.close()
+        expect((await sleeping('sleep 100')).sort()).toEqual(sleeps)
+        const second = await client(session)
+        expect(second.jobs.kill(id, second.agent)).toBe('requested')
+        const final = await second.jobs.wait(id, 15_000, second.agent)
+        expect(final.status).toBe('killed')
+        await untilGone('sleep 100')
+        expect(await sleeping('sleep 100')).toEqual([])
+        expect(await holders()).toBe(0)
+      }, 60_000)
+    }
 
     it('what a job leaves running when it ends (a `cmd &` writing elsewhere) ends with it: the holder ends it and leaves', async () => {
       const first = await client('session-l')
       const id = first.background('sleep 1010 >/dev/null 2>&1 & echo bye; exit 3')
       const final = await first.jobs.wait(id, 15_000, first.agent)
       expect([final.status, final.detail]).toEqual(['completed', 'exit code: 3'])
-      for (let waited = 0; ((await sleeping('sleep 1010')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
+      await untilGone('sleep 1010')
       expect(await sleeping('sleep 1010')).toEqual([])
       expect(await holders()).toBe(0)
     }, 60_000)
 
     it('a job that dies by a signal after its client ended cleanly (its state directory gone) reports the signal, not the wrapper\'s troubles', async () => {
-      const first = await client('session-s')
-      const id = first.background('echo hi; sleep 1; kill -9 $$')
-      await readUntil(first, id, 'hi\n')
-      await first.close()
-      for (let waited = 0; (await holders()) > 0 && waited < 10_000; waited += 200) await delay(200)
-      const second = await client('session-s')
-      await second.jobs.ready(second.agent)
+      const { id, second } = await afterRestart('session-s', 'echo hi; sleep 1; kill -9 $$', 'hi\n')
       const read = second.jobs.read(id, second.agent)
       expect([read.text, read.snapshot.status, read.snapshot.detail]).toEqual(['', 'killed', 'signal: SIGKILL'])
     }, 60_000)
@@ -219,7 +214,7 @@ export function jobCases(world: JobWorld): void {
       const second = await client('session-q')
       expect(second.jobs.kill(id, second.agent)).toBe('requested')
       await second.close()
-      for (let waited = 0; ((await sleeping('sleep 1011')).length > 0 || (await holders()) > 0) && waited < 10_000; waited += 200) await delay(200)
+      await untilGone('sleep 1011')
       expect(await sleeping('sleep 1011')).toEqual([])
       expect(await holders()).toBe(0)
     }, 60_000)
@@ -246,7 +241,7 @@ export function jobCases(world: JobWorld): void {
       expect(() => other.jobs.get(JobId('bash-1'), other.agent)).toThrow('unknown job bash-1')
       for (const job of listed) expect(c.jobs.kill(job.id, c.agent)).toBe('requested')
       for (const job of listed) expect((await c.jobs.wait(job.id, 15_000, c.agent)).status).toBe('killed')
-      for (let waited = 0; (await sleeping('sleep 102')).length > 0 && waited < 10_000; waited += 200) await delay(200)
+      await untilGone('sleep 102')
       expect(await sleeping('sleep 102')).toEqual([])
     }, 90_000)
 
