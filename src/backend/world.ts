@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto'
 import type { ResourceEvent, ResourceWatch } from '../providers/remote/resource-events.ts'
 import type { TerminalScreen } from '../emulator/screen.ts'
 import { ScreenUnavailableError, WorldClosedError } from '../providers/remote/errors.ts'
-import { RemoteSubprocessRuntime } from '../providers/remote/runtime.ts'
+import { DISPOSAL_START_WAIT_MS, RemoteSubprocessRuntime, settledWithin } from '../providers/remote/runtime.ts'
 import type { RemoteTerminalHandle } from '../providers/remote/terminal.ts'
 import type { SandboxCompanion } from '../sandbox/companion.ts'
 import { mountRemoteFileSystem } from '../files/remote-file-system.ts'
@@ -290,12 +290,25 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
   /** Whether the world was left with {@link RemoteWorld.detach} rather than disposed. */
   let detached = false
 
+  /**
+   * Terminal opens in flight. A dispose or detach waits for them (bounded) before it lists the
+   * terminals to close: a terminal handed out just after that list was taken would outlive the
+   * world (under persistence 'client', held until its TTL).
+   */
+  const opening = new Set<Promise<unknown>>()
+  const settleOpens = (): Promise<void> => settledWithin([...opening], DISPOSAL_START_WAIT_MS)
+
   const open = async (request: { cwd?: string; name?: string; signal?: AbortSignal } = {}): Promise<WorldTerminal> => {
-    const created = await ctx.terminals.spawn(agent, {
+    if (disposed !== undefined) throw new WorldClosedError()
+    const spawning = ctx.terminals.spawn(agent, {
       type: 'shell',
       ...(request.name !== undefined ? { name: request.name } : {}),
       ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
     }, request.signal)
+    opening.add(spawning)
+    const forget = (): void => { opening.delete(spawning) }
+    spawning.then(forget, forget)
+    const created = await spawning
     const id = created.sessionId
     // Located now (once per control channel), so a send's first reading is not held up by it.
     const watch = await resourceWatchOf(runtime, created.pid)
@@ -347,6 +360,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
       const runtime = ctx.subprocess
       const left = runtime instanceof RemoteSubprocessRuntime ? runtime.detachHeldShells() : 0
       await (disposed ??= (async () => {
+        await settleOpens()
         const open = ctx.terminals.list(agent)
         await Promise.allSettled(open.map(snapshot => ctx.terminals.kill(agent, snapshot.sessionId)))
         await ctx.fiber.dispose()
@@ -355,6 +369,7 @@ export async function openWorld<C>(options: OpenWorldOptions<C>): Promise<Remote
     },
     dispose: () => {
       disposed ??= (async () => {
+        await settleOpens()
         const open = ctx.terminals.list(agent)
         const closes = await Promise.allSettled(open.map(snapshot => ctx.terminals.kill(agent, snapshot.sessionId)))
         await ctx.fiber.dispose()

@@ -37,7 +37,7 @@ import { type ProgramUnwrapper, isProgramUnwrapper } from './wrapped-program.ts'
 export const DISPOSAL_START_WAIT_MS = 15_000
 
 /** Wait until every promise of `pending` settled, or `ms` passed. Never rejects. */
-async function settledWithin(pending: readonly Promise<unknown>[], ms: number): Promise<void> {
+export async function settledWithin(pending: readonly Promise<unknown>[], ms: number): Promise<void> {
   if (pending.length === 0) return
   let timer: NodeJS.Timeout | undefined
   const bound = new Promise<void>(resolve => { timer = setTimeout(resolve, ms) })
