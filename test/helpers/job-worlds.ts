@@ -6,13 +6,14 @@
  * background command (its producer: `ctx.shell.start`, cancel as kill, the read delta).
  */
 import { Context } from '@deepseek-ai/cordis'
-import AgentRegistry, { Inbox } from '@deepseek-ai/dsh-agent'
+import AgentRegistry from '@deepseek-ai/dsh-agent'
 import type { Agent } from '@deepseek-ai/dsh-agent'
 import LocalBashExecutor from '@deepseek-ai/dsh-bash-local'
 import type { JobId, JobOutcome } from '@deepseek-ai/dsh-jobs'
-import { Session, SessionId } from '@deepseek-ai/dsh-session'
+import SessionStore from '@deepseek-ai/dsh-session'
 import LocalJobRegistry from '@deepseek-ai/dsh-jobs-local'
 import WorldJobRegistry from '../../src/plugins/jobs.ts'
+import { ownerAgent } from '../../src/backend/world.ts'
 
 /** One client: its context, registry and agent. */
 export interface JobClient {
@@ -23,29 +24,6 @@ export interface JobClient {
   background(command: string): JobId
   /** End the client as a clean exit does (its held jobs run on in the world). */
   close(): Promise<void>
-}
-
-/** An agent of session `id`, registered in `ctx` (the shape dsh-agent's registry keeps). */
-function agentOf(ctx: Context, id: string): Agent {
-  const session = Session.create(SessionId(id))
-  const fiber = ctx.plugin(() => {})
-  const agent = {
-    id: SessionId(id),
-    options: {},
-    session,
-    inbox: new Inbox(session, { inserted: () => {}, discarded: () => {}, claimed: () => {} }),
-    status: 'idle' as const,
-    ctx: fiber.ctx,
-    send: () => {},
-    followup: () => {},
-    steer: () => ({ outcome: Promise.resolve({ status: 'rejected' as const }) }),
-    inject: () => {},
-    cancel() {},
-    runMaintenance: <T>(job: (signal: AbortSignal) => Promise<T>) => job(new AbortController().signal),
-    whenIdle() { return Promise.resolve() },
-  } as unknown as Agent
-  ctx.agents.register(agent)
-  return agent
 }
 
 /** dsh-tool-bash's outcome of a settled background process (`processOutcome`). */
@@ -63,6 +41,7 @@ function outcomeOf(proc: { status: string; exitCode: number | null; signal: stri
 export async function jobClient(runtime: (ctx: Context) => Promise<void>, session: string, registry: 'world' | 'upstream' = 'world'): Promise<JobClient> {
   const ctx = new Context()
   await ctx.plugin(AgentRegistry)
+  await ctx.plugin(SessionStore)
   await runtime(ctx)
   // A read holds up to 4 MiB (the executor keeps 64 kB by default): the bench reads 1 MiB at once.
   await ctx.plugin(LocalBashExecutor, { cwd: '/tmp', graceMs: 1_000, maxOutputBytes: 4 * 1024 * 1024 })
@@ -72,7 +51,9 @@ export async function jobClient(runtime: (ctx: Context) => Promise<void>, sessio
   const jobs = ctx.get('jobs') as unknown as WorldJobRegistry
   if (registry === 'world') await jobs.ready()
   jobs.attachController('test')
-  const agent = agentOf(ctx, session)
+  // The agent openWorld gives a world (a store-entered session, no model), of session `session`.
+  const agent = ownerAgent(ctx, session)
+  ctx.agents.register(agent)
   const shell = ctx.get('shell') as unknown as LocalBashExecutor
   return {
     ctx,

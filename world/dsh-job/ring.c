@@ -10,9 +10,10 @@
 static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
-static int pwrite_all(int fd, const unsigned char *data, size_t length, off_t at) {
+/* pwrite(2) or pread(2) all of `length` bytes at `at`, through short transfers and EINTR: 0, or -1. */
+static int transfer_all(int fd, unsigned char *data, size_t length, off_t at, int writing) {
   while (length > 0) {
-    ssize_t n = pwrite(fd, data, length, at);
+    ssize_t n = writing ? pwrite(fd, data, length, at) : pread(fd, data, length, at);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return -1;
     data += n;
@@ -22,17 +23,8 @@ static int pwrite_all(int fd, const unsigned char *data, size_t length, off_t at
   return 0;
 }
 
-static int pread_all(int fd, unsigned char *data, size_t length, off_t at) {
-  while (length > 0) {
-    ssize_t n = pread(fd, data, length, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    data += n;
-    length -= (size_t)n;
-    at += n;
-  }
-  return 0;
-}
+static int pwrite_all(int fd, const unsigned char *data, size_t length, off_t at) { return transfer_all(fd, (unsigned char *)data, length, at, 1); }
+static int pread_all(int fd, unsigned char *data, size_t length, off_t at) { return transfer_all(fd, data, length, at, 0); }
 
 int ring_create(const char *path, uint64_t capacity) {
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
