@@ -128,10 +128,10 @@ async function produce(stream: Duplex, data: Buffer, state: { written: number; b
 describe.each(['x86_64', 'aarch64'] as const)('the %s build of dsh-relay', arch => {
   it('prints its version and exits 0, and says hello with its protocol, architecture, pid and namespaces', async () => {
     const version = runBuild(arch, ['--version'])
-    expect([version.status, version.stdout]).toEqual([0, 'dsh-relay 2\n'])
+    expect([version.status, version.stdout]).toEqual([0, 'dsh-relay 3\n'])
     const { channel, child } = await start(arch)
     // This process's namespaces: the relay was started in them.
-    expect(channel.info).toEqual({ protocol: '2', arch, pid: child.pid, netns: readlinkSync('/proc/self/ns/net'), userns: readlinkSync('/proc/self/ns/user') })
+    expect(channel.info).toEqual({ protocol: '3', arch, pid: child.pid, netns: readlinkSync('/proc/self/ns/net'), userns: readlinkSync('/proc/self/ns/user') })
     expect(channel.alive).toBe(true)
     channel.close()
     expect(await channel.closed).toBeUndefined()

@@ -21,7 +21,7 @@ import { type Frame, FrameDecoder, MAX_FRAME_PAYLOAD_BYTES, decodeFields as deco
 export { FRAME_HEADER_BYTES, encodeFields } from '../../providers/remote/frames.ts'
 
 /** The protocol version this client speaks (the hello's second field; relay-net.c `PROTOCOL`). */
-export const RELAY_PROTOCOL_VERSION = '2'
+export const RELAY_PROTOCOL_VERSION = '3'
 
 /** The first field of the relay's hello. */
 export const RELAY_HELLO_NAME = 'dsh-relay'
@@ -33,14 +33,14 @@ export const RELAY_HELLO_NAME = 'dsh-relay'
  */
 export const MAX_FRAME_BYTES = MAX_FRAME_PAYLOAD_BYTES
 
-/** Each direction's window of each stream (bytes; relay-net.c `WINDOW`): 256 KiB. */
-export const RELAY_WINDOW_BYTES = 262_144
+/** Each direction's window of each stream (bytes; relay-net.c `WINDOW`, which says why): 4 MiB. */
+export const RELAY_WINDOW_BYTES = 4_194_304
 
 /** The largest `D` payload either side sends (bytes; relay-net.c `DATA_CHUNK`): 64 KiB. */
 export const RELAY_DATA_CHUNK_BYTES = 65_536
 
-/** A receiver credits at least this many delivered bytes at once, or all of them when its buffer drained (bytes). */
-export const RELAY_CREDIT_BATCH_BYTES = 65_536
+/** A receiver credits delivered bytes in batches of at least this many (bytes; relay-net.c `CREDIT_BATCH`): 256 KiB, a sixteenth of the window. */
+export const RELAY_CREDIT_BATCH_BYTES = 262_144
 
 /** Set in the ids of streams the relay accepted; clear in the ids the client chooses. */
 export const ACCEPTED_ID_BIT = 0x8000_0000
