@@ -20,7 +20,7 @@ import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run, startContainer } from '../sandbox/helpers.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
-import { FETCH, answerStartingWith, bareRepository, hostGet, startHttpsServer, testCertificates } from './helpers.ts'
+import { FETCH, INDEX_PACKAGE, answerStartingWith, bareRepository, PIP_INSTALL, demoWheel, hostGet, startHttpsServer, startPackageIndex, testCertificates } from './helpers.ts'
 
 /**
  * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
@@ -67,6 +67,7 @@ let echo: NetServer
 let echoed = 0
 let httpPort = 0
 let echoPort = 0
+let index: Awaited<ReturnType<typeof startPackageIndex>>
 let workspace: ReturnType<typeof hostWorkspace>
 let logDir: string
 let world: RemoteWorld
@@ -94,6 +95,7 @@ beforeAll(async () => {
   workspace = hostWorkspace()
   writeFileSync(join(workspace.path, 'fetch.py'), FETCH)
   writeFileSync(join(workspace.path, 'tunnel.py'), TUNNEL)
+  writeFileSync(join(workspace.path, 'pip-install.sh'), PIP_INSTALL)
   logDir = mkdtempSync(join(tmpdir(), 'dsh-egress-log-'))
   // An HTTPS server of a test CA that the world is told to trust (ca.pem in its workspace), which
   // also serves a git repository (git's dumb HTTP protocol).
@@ -101,6 +103,7 @@ beforeAll(async () => {
   writeFileSync(join(workspace.path, 'ca.pem'), certificates.ca)
   repoDir = mkdtempSync(join(tmpdir(), 'dsh-egress-repo-'))
   ;({ server: https, port: httpsPort } = await startHttpsServer(certificates, await bareRepository(repoDir, 'hello from a repository on this machine')))
+  index = await startPackageIndex(await demoWheel(IMAGE))
   world = await openWorld({
     runtime: DockerSubprocessRuntime,
     runtimeConfig: { image: IMAGE, workspace: { bind: workspace.path } },
@@ -110,7 +113,7 @@ beforeAll(async () => {
       allow: [`allowed.test:${httpPort}`, `allowed.test:${echoPort}`],
       deny: ['denied.test'],
       egress: [`6000:raw.test:${echoPort}`],
-      resolve: [`raw.test:${echoPort}:127.0.0.1`, `allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${httpsPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`],
+      resolve: [`raw.test:${echoPort}:127.0.0.1`, `allowed.test:${httpPort}:127.0.0.1`, `allowed.test:${httpsPort}:127.0.0.1`, `allowed.test:${echoPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `other.test:${httpPort}:127.0.0.1`, `pypi.test:${index.port}:127.0.0.1`],
       egressLog: logFile(),
     },
   })
@@ -120,6 +123,7 @@ afterAll(async () => {
   await world?.dispose()
   http?.close()
   https?.close()
+  index?.server.close()
   echo?.close()
   if (repoDir !== undefined) rmSync(repoDir, { recursive: true, force: true })
   workspace?.remove()
@@ -256,6 +260,19 @@ describe('HTTPS through the proxy, verified end to end', () => {
     expect(await run(terminal, `GIT_SSL_CAINFO=/workspace/ca.pem git clone -q https://allowed.test:${httpsPort}/repo.git /tmp/clone 2>&1; git -C /tmp/clone log --format=%s`)).toBe('hello from a repository on this machine')
     // The certificate is the server's own (nothing terminates TLS on the way): the system's roots do not know it.
     expect(await run(terminal, `python3 /workspace/fetch.py https://allowed.test:${httpsPort}/secure`)).toBe('error URLError')
+    await terminal.close()
+  })
+})
+
+describe('a package manager through the proxy', () => {
+  it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
+    const terminal = await world.open()
+    world.network.setRules({ allow: [`allowed.test:${httpPort}`] })
+    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
+    expect(index.requests).toEqual([])
+    world.network.setRules({ allow: [`pypi.test:${index.port}`] })
+    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
+    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
     await terminal.close()
   })
 })

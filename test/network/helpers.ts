@@ -1,12 +1,13 @@
 /**
  * Shared pieces of the egress suites (Docker, swarm and SSH worlds): the world's HTTP client, a
- * GET from this machine, and an HTTPS server with a test CA serving a git repository. Servers
- * are this machine's 127.0.0.1 only.
+ * GET from this machine, an HTTPS server with a test CA serving a git repository, and a Python
+ * package index serving one wheel. Servers are this machine's 127.0.0.1 only.
  */
 import { execFile } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { get } from 'node:http'
+import { type Server, createServer, get } from 'node:http'
 import { type Server as HttpsServer, createServer as createHttpsServer } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -121,3 +122,73 @@ export async function startHttpsServer(certificates: TestCertificates, repositor
   await once(server, 'listening')
   return { server, port: (server.address() as AddressInfo).port }
 }
+
+/** The package the index serves: its name, version and what its module says. */
+export const INDEX_PACKAGE = { name: 'dshdemo', version: '1.0', greeting: 'hello from a package index on this machine' } as const
+
+/** The wheel's file name (PEP 427: NAME-VERSION-PYTAG-ABITAG-PLATFORM.whl). */
+const WHEEL_NAME = `${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`
+
+/**
+ * A pure-Python wheel of {@link INDEX_PACKAGE} (a module whose GREETING is its greeting; METADATA,
+ * WHEEL and a RECORD of sha256 digests, PEP 427/376), zipped by python3 in a throwaway container
+ * of the project image (the host has no python of the project's), NetworkMode none.
+ */
+export async function demoWheel(image: string): Promise<Buffer> {
+  const dir = mkdtempSync(join(tmpdir(), 'dsh-test-wheel-'))
+  try {
+    const { name, version, greeting } = INDEX_PACKAGE
+    const info = `${name}-${version}.dist-info`
+    const script = `import base64, hashlib, zipfile
+files = {
+    '${name}/__init__.py': b'GREETING = "${greeting}"\\n',
+    '${info}/METADATA': b'Metadata-Version: 2.1\\nName: ${name}\\nVersion: ${version}\\n',
+    '${info}/WHEEL': b'Wheel-Version: 1.0\\nGenerator: dsh-remote-worlds-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n',
+}
+digest = lambda data: base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
+record = ''.join('%s,sha256=%s,%d\\n' % (path, digest(data), len(data)) for path, data in files.items()) + '${info}/RECORD,,\\n'
+with zipfile.ZipFile('/out/${WHEEL_NAME}', 'w') as wheel:
+    for path, data in files.items():
+        wheel.writestr(path, data)
+    wheel.writestr('${info}/RECORD', record)
+`
+    await execFileAsync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/out`, image, 'python3', '-c', script])
+    return readFileSync(join(dir, WHEEL_NAME))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * A PEP 503 "simple" package index on this machine's 127.0.0.1 serving `wheel` as
+ * {@link INDEX_PACKAGE}: `/simple/NAME/` lists it with its sha256 (which pip checks), `/files/`
+ * serves it, anything else is a 404. `requests` counts the paths asked, in order.
+ */
+export async function startPackageIndex(wheel: Buffer): Promise<{ server: Server; port: number; requests: string[] }> {
+  const requests: string[] = []
+  const sha256 = createHash('sha256').update(wheel).digest('hex')
+  const server = createServer((request, response) => {
+    const path = new URL(request.url ?? '/', 'http://index').pathname
+    requests.push(path)
+    if (path === `/simple/${INDEX_PACKAGE.name}/`) {
+      response.writeHead(200, { 'content-type': 'text/html' }).end(`<!DOCTYPE html><html><body><a href="/files/${WHEEL_NAME}#sha256=${sha256}">${WHEEL_NAME}</a></body></html>`)
+    } else if (path === `/files/${WHEEL_NAME}`) {
+      response.writeHead(200, { 'content-type': 'application/octet-stream' }).end(wheel)
+    } else {
+      response.writeHead(404).end()
+    }
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return { server, port: (server.address() as AddressInfo).port, requests }
+}
+
+/**
+ * The world's pip, as a sh script (argv: HOST PORT TARGET): through its proxy, from the index
+ * at HOST:PORT (plain HTTP, so trusted by name), into TARGET (pip's --target: no system site, so
+ * Debian's externally-managed rule is not in the way), quietly; then prints the installed
+ * module's greeting. On failure, pip's last line and python3's.
+ */
+export const PIP_INSTALL = `python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$3" --index-url "http://$1:$2/simple/" --trusted-host "$1" ${INDEX_PACKAGE.name} 2>&1 | tail -n 1
+PYTHONPATH="$3" python3 -c 'import ${INDEX_PACKAGE.name}; print(${INDEX_PACKAGE.name}.GREETING)' 2>&1 | tail -n 1
+`

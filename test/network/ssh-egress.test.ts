@@ -19,9 +19,9 @@ import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
-import { BWRAP_CAPABLE, type SshdWorld, startSshdWorld } from '../helpers/sshd-world.ts'
+import { BWRAP_CAPABLE, type SshdWorld, TARGET_IMAGE, startSshdWorld } from '../helpers/sshd-world.ts'
 import { run } from '../sandbox/helpers.ts'
-import { FETCH, answerStartingWith, hostGet } from './helpers.ts'
+import { FETCH, INDEX_PACKAGE, PIP_INSTALL, answerStartingWith, demoWheel, hostGet, startPackageIndex } from './helpers.ts'
 
 /** Workspace root on the SSH host. */
 const WORKSPACE = '/dsh-ws'
@@ -35,6 +35,7 @@ const getLine = (port: number): string => `bash -c 'exec 3<>/dev/tcp/127.0.0.1/$
 let host: SshdWorld
 let http: Server
 let httpPort = 0
+let index: Awaited<ReturnType<typeof startPackageIndex>>
 let logDir: string
 let world: RemoteWorld
 
@@ -49,8 +50,10 @@ beforeAll(async () => {
   http.listen(0, '127.0.0.1')
   await once(http, 'listening')
   httpPort = (http.address() as AddressInfo).port
+  index = await startPackageIndex(await demoWheel(TARGET_IMAGE))
   host = await startSshdWorld([{}], { hostConfig: BWRAP_CAPABLE })
-  await onHost(`mkdir -p ${WORKSPACE} && printf %s '${Buffer.from(FETCH).toString('base64')}' | base64 -d > ${WORKSPACE}/fetch.py && chown -R agent:agent ${WORKSPACE}`)
+  const files = [['fetch.py', FETCH], ['pip-install.sh', PIP_INSTALL]].map(([name, text]) => `printf %s '${Buffer.from(text!).toString('base64')}' | base64 -d > ${WORKSPACE}/${name}`)
+  await onHost(`mkdir -p ${WORKSPACE} && ${files.join(' && ')} && chown -R agent:agent ${WORKSPACE}`)
   logDir = mkdtempSync(join(tmpdir(), 'dsh-ssh-egress-log-'))
   world = await openWorld({
     runtime: SshSubprocessRuntime,
@@ -60,7 +63,7 @@ beforeAll(async () => {
     network: {
       allow: [`allowed.test:${httpPort}`],
       deny: ['denied.test'],
-      resolve: [`allowed.test:${httpPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`],
+      resolve: [`allowed.test:${httpPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `pypi.test:${index.port}:127.0.0.1`],
       egressLog: join(logDir, 'egress.jsonl'),
     },
   })
@@ -70,6 +73,7 @@ afterAll(async () => {
   await world?.dispose()
   await host?.stop()
   http?.close()
+  index?.server.close()
   if (logDir !== undefined) rmSync(logDir, { recursive: true, force: true })
 })
 
@@ -159,5 +163,17 @@ describe('a read-only SSH world with network allow', () => {
     const allowed = records.filter(record => record.host === 'allowed.test' && record.via === 'http')
     expect(allowed.map(record => record.verdict)).toEqual(allowed.map(() => 'allow'))
     expect(allowed.length).toBeGreaterThanOrEqual(2)
+  })
+})
+
+describe('a package manager through the proxy', () => {
+  it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
+    const terminal = await world.open()
+    expect(await run(terminal, `sh ${WORKSPACE}/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
+    expect(index.requests).toEqual([])
+    world.network.setRules({ allow: [`allowed.test:${httpPort}`, `pypi.test:${index.port}`] })
+    expect(await run(terminal, `sh ${WORKSPACE}/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
+    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
+    await terminal.close()
   })
 })

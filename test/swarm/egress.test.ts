@@ -14,14 +14,15 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
-import { onNode, swarmConfig, useSwarmCluster } from '../helpers/swarm.ts'
-import { FETCH, answerStartingWith, hostGet } from '../network/helpers.ts'
+import { SWARM_IMAGE, onNode, swarmConfig, useSwarmCluster } from '../helpers/swarm.ts'
+import { FETCH, INDEX_PACKAGE, PIP_INSTALL, answerStartingWith, demoWheel, hostGet, startPackageIndex } from '../network/helpers.ts'
 import { run } from '../sandbox/helpers.ts'
 
 useSwarmCluster()
 let folder: string
 let http: Server
 let httpPort = 0
+let index: Awaited<ReturnType<typeof startPackageIndex>>
 let world: RemoteWorld
 
 beforeAll(async () => {
@@ -31,19 +32,22 @@ beforeAll(async () => {
   httpPort = (http.address() as AddressInfo).port
   folder = mkdtempSync(join(tmpdir(), 'dsh-swarm-egress-'))
   writeFileSync(join(folder, 'fetch.py'), FETCH)
+  writeFileSync(join(folder, 'pip-install.sh'), PIP_INSTALL)
+  index = await startPackageIndex(await demoWheel(SWARM_IMAGE))
   chownSync(folder, 1000, 1000)
   world = await openWorld({
     runtime: SwarmSubprocessRuntime as never,
     runtimeConfig: swarmConfig({ placement: onNode('dsh-swarm-3'), workspace: { bind: folder } }),
     workspaceRoot: '/workspace',
     mode: 'read-only',
-    network: { allow: [`allowed.test:${httpPort}`], deny: ['denied.test'], resolve: [`allowed.test:${httpPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`] },
+    network: { allow: [`allowed.test:${httpPort}`], deny: ['denied.test'], resolve: [`allowed.test:${httpPort}:127.0.0.1`, `denied.test:${httpPort}:127.0.0.1`, `pypi.test:${index.port}:127.0.0.1`] },
   })
 }, 180_000)
 
 afterAll(async () => {
   await world?.dispose()
   http?.close()
+  index?.server.close()
   if (folder !== undefined) rmSync(folder, { recursive: true, force: true })
 })
 
@@ -67,5 +71,15 @@ describe('a read-only swarm world with network allow', () => {
       await forward.close()
       await terminal.close()
     }
+  })
+
+  it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
+    const terminal = await world.open()
+    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
+    expect(index.requests).toEqual([])
+    world.network.setRules({ allow: [`allowed.test:${httpPort}`, `pypi.test:${index.port}`] })
+    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
+    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
+    await terminal.close()
   })
 })
