@@ -98,9 +98,11 @@ export class EgressGateway {
       this.decide(request.host, request.port).then(decision => {
         if (decision.verdict.verdict === 'deny' || decision.address === undefined) {
           this.recordRefusal(world, origin, () => this.record(decision, via, 0, 0, undefined, origin))
-          // The reason goes in the status line too: an HTTPS client shows that, never the body.
+          // The reason goes in the status line too: it is what clients show. An HTTPS client
+          // never shows the body; urllib shows only the status line, and pip skips a refused
+          // index page showing nothing but that line (at -vvv).
           const why = `dsh-remote-worlds egress: refused ${formatAuthority(decision.host, decision.port)}: ${decision.verdict.reason}`
-          world.end(proxyResponse(403, request.kind === 'connect' ? `Forbidden (${why})` : 'Forbidden', why))
+          world.end(proxyResponse(403, `Forbidden (${why})`, why))
           return
         }
         if (request.kind === 'connect') {

@@ -102,7 +102,9 @@ export interface PortForward {
 export async function startPortForward(spec: ForwardSpec, connect: (port: number) => Promise<RelayStream>, onRefused: (error: RelayConnectError) => void = () => {}): Promise<PortForward> {
   const sockets = new Set<Socket>()
   const totals = { connections: 0, refused: 0 }
-  const server: Server = createServer({ noDelay: true }, socket => {
+  // allowHalfOpen: a client that ends its sending (a request, then EOF, as `nc -N` does) still
+  // reads the world's whole answer; node would otherwise end this side at once, cutting it.
+  const server: Server = createServer({ noDelay: true, allowHalfOpen: true }, socket => {
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
     socket.on('error', () => {})

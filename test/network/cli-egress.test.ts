@@ -48,7 +48,7 @@ describe('dsh-remote-worlds run --mode read-only --allow RULE --resolve NAME:POR
     // Each step's output: the echoed command, what it printed, the next prompt.
     expect(records.map(record => record.output.replaceAll('\r', '').split('\n'))).toEqual([
       [fetch('allowed.test'), 'hello /z', 'dsh> '],
-      [fetch('other.test'), 'urllib.error.HTTPError: HTTP Error 403: Forbidden', 'dsh> '],
+      [fetch('other.test'), `urllib.error.HTTPError: HTTP Error 403: Forbidden (dsh-remote-worlds egress: refused other.test:${port}: no --allow rule matches other.test:${port})`, 'dsh> '],
     ])
     expect(stderr).toMatch(/^# network allow: the world's HTTP\(S\) proxy is 127\.0\.0\.1:\d+ \(HTTP_PROXY, HTTPS_PROXY\)$/m)
     expect(stderr).toMatch(/^# egress: 1 connection\(s\) allowed, 1 refused; \d+ bytes out, \d+ bytes in$/m)

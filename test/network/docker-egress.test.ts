@@ -6,6 +6,7 @@
  * rules name them by test host names that this client's resolver maps to 127.0.0.1
  * (`resolve`, as curl's --resolve); nothing in the world can resolve a name at all.
  */
+import { createHash, randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { type Server, createServer } from 'node:http'
@@ -20,7 +21,7 @@ import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run, startContainer } from '../sandbox/helpers.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
-import { FETCH, INDEX_PACKAGE, answerStartingWith, bareRepository, PIP_INSTALL, demoWheel, hostGet, startHttpsServer, startPackageIndex, testCertificates } from './helpers.ts'
+import { ECHO_AT_EOF, FETCH, INDEX_PACKAGE, answerStartingWith, bareRepository, PIP_INSTALL, demoWheel, hostGet, hostHalfClose, startHttpsServer, startPackageIndex, testCertificates } from './helpers.ts'
 
 /**
  * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
@@ -96,6 +97,7 @@ beforeAll(async () => {
   writeFileSync(join(workspace.path, 'fetch.py'), FETCH)
   writeFileSync(join(workspace.path, 'tunnel.py'), TUNNEL)
   writeFileSync(join(workspace.path, 'pip-install.sh'), PIP_INSTALL)
+  writeFileSync(join(workspace.path, 'echo-at-eof.py'), ECHO_AT_EOF)
   logDir = mkdtempSync(join(tmpdir(), 'dsh-egress-log-'))
   // An HTTPS server of a test CA that the world is told to trust (ca.pem in its workspace), which
   // also serves a git repository (git's dumb HTTP protocol).
@@ -291,6 +293,21 @@ describe('a port forwarded into the same world', () => {
       expect(answer).toBe(`200 ${FETCH}`)
       await terminal.close()
     } finally {
+      await forward.close()
+    }
+  })
+
+  it('carries a client\'s half-close: a client that sends, then ends its sending, reads the world\'s whole answer', async () => {
+    const forward = await world.network.forward('0:8001')
+    const terminal = await world.open()
+    try {
+      expect(await run(terminal, '(exec python3 /workspace/echo-at-eof.py 8001 >/dev/null 2>&1 &)')).toBe('')
+      const body = randomBytes(3_000_000)
+      const expected = `echoed ${body.length} ${createHash('sha256').update(body).digest('hex').slice(0, 16)}`
+      // Until the server listens, the world refuses and the forward ends the connection (`echoed 0`).
+      expect(await answerStartingWith(`echoed ${body.length} `, () => hostHalfClose(forward.host.port, body))).toBe(expected)
+    } finally {
+      await terminal.close()
       await forward.close()
     }
   })

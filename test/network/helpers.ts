@@ -9,7 +9,7 @@ import { once } from 'node:events'
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { type Server, createServer, get } from 'node:http'
 import { type Server as HttpsServer, createServer as createHttpsServer } from 'node:https'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -27,6 +27,41 @@ except urllib.error.HTTPError as e:
 except Exception as e:
     print('error', type(e).__name__)
 `
+
+/** A world's server (argv: PORT) that reads each connection to its EOF, then sends all it read back and closes. */
+export const ECHO_AT_EOF = `import socket, sys
+server = socket.socket()
+server.bind(('127.0.0.1', int(sys.argv[1])))
+server.listen(8)
+while True:
+    c = server.accept()[0]
+    data = bytearray()
+    while True:
+        part = c.recv(65536)
+        if not part: break
+        data += part
+    c.sendall(data)
+    c.close()
+`
+
+/**
+ * From this machine, connect to 127.0.0.1:PORT, send `body`, end the sending side (a
+ * half-close), and read to the end: `echoed N SHA256-PREFIX` of what came back, or `error CODE`.
+ */
+export function hostHalfClose(port: number, body: Buffer): Promise<string> {
+  return new Promise(resolve => {
+    const parts: Buffer[] = []
+    const socket = connect(port, '127.0.0.1')
+    socket.on('data', (chunk: Buffer) => parts.push(chunk))
+    socket.on('end', () => {
+      const back = Buffer.concat(parts)
+      resolve(`echoed ${back.length} ${createHash('sha256').update(back).digest('hex').slice(0, 16)}`)
+      socket.destroy()
+    })
+    socket.on('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code ?? error.message}`))
+    socket.end(body)
+  })
+}
 
 /** GET http://127.0.0.1:PORT/PATH from this machine: the status and body, or the error's code. */
 export function hostGet(port: number, path: string): Promise<string> {

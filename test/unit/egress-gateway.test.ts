@@ -48,7 +48,7 @@ describe('the egress gateway and name lookups', () => {
   it('refuses a name no rule allows without looking it up, though an address rule would allow its address', async () => {
     asked.length = 0
     const answer = await ask([`127.0.0.0/8:${upstreamPort}`], `GET http://secret-data.exfil.test:${upstreamPort}/ HTTP/1.1\r\nHost: secret-data.exfil.test\r\n\r\n`)
-    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 403 Forbidden')
+    expect(answer.split('\r\n')[0]).toBe(`HTTP/1.1 403 Forbidden (dsh-remote-worlds egress: refused secret-data.exfil.test:${upstreamPort}: no --allow rule matches secret-data.exfil.test:${upstreamPort})`)
     expect(asked).toEqual([])
   })
 
