@@ -21,7 +21,7 @@ import { InvalidArgumentError } from '../../src/providers/remote/errors.ts'
 import { networkCheck } from '../../src/cli/doctor-network.ts'
 import { IMAGE, hostWorkspace, run, startContainer } from '../sandbox/helpers.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
-import { ECHO_AT_EOF, FETCH, INDEX_PACKAGE, answerStartingWith, bareRepository, PIP_INSTALL, demoWheel, hostGet, hostHalfClose, startHttpsServer, startPackageIndex, testCertificates } from './helpers.ts'
+import { ECHO_AT_EOF, FETCH, PIP_INSTALL, type PackageIndex, answerStartingWith, bareRepository, demoWheel, expectPipThroughRules, hostGet, hostHalfClose, startHttpsServer, startPackageIndex, testCertificates } from './helpers.ts'
 
 /**
  * A raw CONNECT through the proxy: prints the proxy's status line, then (when it said 200)
@@ -68,7 +68,7 @@ let echo: NetServer
 let echoed = 0
 let httpPort = 0
 let echoPort = 0
-let index: Awaited<ReturnType<typeof startPackageIndex>>
+let index: PackageIndex
 let workspace: ReturnType<typeof hostWorkspace>
 let logDir: string
 let world: RemoteWorld
@@ -268,14 +268,7 @@ describe('HTTPS through the proxy, verified end to end', () => {
 
 describe('a package manager through the proxy', () => {
   it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
-    const terminal = await world.open()
-    world.network.setRules({ allow: [`allowed.test:${httpPort}`] })
-    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
-    expect(index.requests).toEqual([])
-    world.network.setRules({ allow: [`pypi.test:${index.port}`] })
-    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
-    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
-    await terminal.close()
+    await expectPipThroughRules(world, '/workspace/pip-install.sh', index, [`allowed.test:${httpPort}`])
   })
 })
 

@@ -14,6 +14,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
+import { expect } from 'vitest'
+import type { RemoteWorld } from '../../src/backend/world.ts'
+import { run } from '../sandbox/helpers.ts'
 
 const execFileAsync = promisify(execFile)
 
@@ -100,18 +103,27 @@ export interface TestCertificates {
  * project's), NetworkMode none.
  */
 export async function testCertificates(image: string, name: string): Promise<TestCertificates> {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-test-ca-'))
+  const script = [
+    'set -e',
+    'openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=dsh-remote-worlds-test-ca 2>/dev/null',
+    `openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=${name} 2>/dev/null`,
+    `printf 'subjectAltName=DNS:${name}\\nbasicConstraints=CA:FALSE\\n' > ext`,
+    'openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext 2>/dev/null',
+    'chmod 644 ca.pem server.key server.pem',
+  ].join('\n')
+  return madeInImage(image, ['sh', '-c', script], out => ({ ca: readFileSync(join(out, 'ca.pem'), 'utf8'), key: readFileSync(join(out, 'server.key'), 'utf8'), cert: readFileSync(join(out, 'server.pem'), 'utf8') }))
+}
+
+/**
+ * Run `argv` in a throwaway container of `image` (NetworkMode none; working directory /out, a
+ * fresh host folder) and read what it made there with `read`: for host tools the host lacks
+ * but the project image has (openssl, python3). The folder is removed after.
+ */
+async function madeInImage<T>(image: string, argv: readonly string[], read: (out: string) => T): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), 'dsh-test-made-'))
   try {
-    const script = [
-      'set -e',
-      'openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=dsh-remote-worlds-test-ca 2>/dev/null',
-      `openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=${name} 2>/dev/null`,
-      `printf 'subjectAltName=DNS:${name}\\nbasicConstraints=CA:FALSE\\n' > ext`,
-      'openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext 2>/dev/null',
-      'chmod 644 ca.pem server.key server.pem',
-    ].join('\n')
-    await execFileAsync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/out`, '-w', '/out', image, 'sh', '-c', script])
-    return { ca: readFileSync(join(dir, 'ca.pem'), 'utf8'), key: readFileSync(join(dir, 'server.key'), 'utf8'), cert: readFileSync(join(dir, 'server.pem'), 'utf8') }
+    await execFileAsync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/out`, '-w', '/out', image, ...argv])
+    return read(dir)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -170,11 +182,9 @@ const WHEEL_NAME = `${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.
  * of the project image (the host has no python of the project's), NetworkMode none.
  */
 export async function demoWheel(image: string): Promise<Buffer> {
-  const dir = mkdtempSync(join(tmpdir(), 'dsh-test-wheel-'))
-  try {
-    const { name, version, greeting } = INDEX_PACKAGE
-    const info = `${name}-${version}.dist-info`
-    const script = `import base64, hashlib, zipfile
+  const { name, version, greeting } = INDEX_PACKAGE
+  const info = `${name}-${version}.dist-info`
+  const script = `import base64, hashlib, zipfile
 files = {
     '${name}/__init__.py': b'GREETING = "${greeting}"\\n',
     '${info}/METADATA': b'Metadata-Version: 2.1\\nName: ${name}\\nVersion: ${version}\\n',
@@ -182,16 +192,20 @@ files = {
 }
 digest = lambda data: base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()
 record = ''.join('%s,sha256=%s,%d\\n' % (path, digest(data), len(data)) for path, data in files.items()) + '${info}/RECORD,,\\n'
-with zipfile.ZipFile('/out/${WHEEL_NAME}', 'w') as wheel:
+with zipfile.ZipFile('${WHEEL_NAME}', 'w') as wheel:
     for path, data in files.items():
         wheel.writestr(path, data)
     wheel.writestr('${info}/RECORD', record)
 `
-    await execFileAsync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/out`, image, 'python3', '-c', script])
-    return readFileSync(join(dir, WHEEL_NAME))
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+  return madeInImage(image, ['python3', '-c', script], out => readFileSync(join(out, WHEEL_NAME)))
+}
+
+/** A running package index ({@link startPackageIndex}). */
+export interface PackageIndex {
+  server: Server
+  port: number
+  /** The paths asked, in order. */
+  requests: string[]
 }
 
 /**
@@ -199,7 +213,7 @@ with zipfile.ZipFile('/out/${WHEEL_NAME}', 'w') as wheel:
  * {@link INDEX_PACKAGE}: `/simple/NAME/` lists it with its sha256 (which pip checks), `/files/`
  * serves it, anything else is a 404. `requests` counts the paths asked, in order.
  */
-export async function startPackageIndex(wheel: Buffer): Promise<{ server: Server; port: number; requests: string[] }> {
+export async function startPackageIndex(wheel: Buffer): Promise<PackageIndex> {
   const requests: string[] = []
   const sha256 = createHash('sha256').update(wheel).digest('hex')
   const server = createServer((request, response) => {
@@ -227,3 +241,23 @@ export async function startPackageIndex(wheel: Buffer): Promise<{ server: Server
 export const PIP_INSTALL = `python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$3" --index-url "http://$1:$2/simple/" --trusted-host "$1" ${INDEX_PACKAGE.name} 2>&1 | tail -n 1
 PYTHONPATH="$3" python3 -c 'import ${INDEX_PACKAGE.name}; print(${INDEX_PACKAGE.name}.GREETING)' 2>&1 | tail -n 1
 `
+
+/**
+ * The pip case of every world's egress suite. With only `rules` (which do not name the index,
+ * `pypi.test:PORT`, that the world's resolver maps to it) pip finds nothing and the index sees
+ * no request; once a live rule change adds the index, pip installs and the greeting prints.
+ * @param script - {@link PIP_INSTALL}'s path in the world.
+ */
+export async function expectPipThroughRules(world: RemoteWorld, script: string, index: PackageIndex, rules: readonly string[]): Promise<void> {
+  const terminal = await world.open()
+  try {
+    world.network.setRules({ allow: [...rules] })
+    expect(await run(terminal, `sh ${script} pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
+    expect(index.requests).toEqual([])
+    world.network.setRules({ allow: [...rules, `pypi.test:${index.port}`] })
+    expect(await run(terminal, `sh ${script} pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
+    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${WHEEL_NAME}`])
+  } finally {
+    await terminal.close()
+  }
+}

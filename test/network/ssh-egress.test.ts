@@ -21,7 +21,7 @@ import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { sandboxReportOf } from '../../src/sandbox/companion.ts'
 import { BWRAP_CAPABLE, type SshdWorld, TARGET_IMAGE, startSshdWorld } from '../helpers/sshd-world.ts'
 import { run } from '../sandbox/helpers.ts'
-import { FETCH, INDEX_PACKAGE, PIP_INSTALL, answerStartingWith, demoWheel, hostGet, startPackageIndex } from './helpers.ts'
+import { FETCH, PIP_INSTALL, type PackageIndex, answerStartingWith, demoWheel, expectPipThroughRules, hostGet, startPackageIndex } from './helpers.ts'
 
 /** Workspace root on the SSH host. */
 const WORKSPACE = '/dsh-ws'
@@ -35,7 +35,7 @@ const getLine = (port: number): string => `bash -c 'exec 3<>/dev/tcp/127.0.0.1/$
 let host: SshdWorld
 let http: Server
 let httpPort = 0
-let index: Awaited<ReturnType<typeof startPackageIndex>>
+let index: PackageIndex
 let logDir: string
 let world: RemoteWorld
 
@@ -168,12 +168,6 @@ describe('a read-only SSH world with network allow', () => {
 
 describe('a package manager through the proxy', () => {
   it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
-    const terminal = await world.open()
-    expect(await run(terminal, `sh ${WORKSPACE}/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
-    expect(index.requests).toEqual([])
-    world.network.setRules({ allow: [`allowed.test:${httpPort}`, `pypi.test:${index.port}`] })
-    expect(await run(terminal, `sh ${WORKSPACE}/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
-    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
-    await terminal.close()
+    await expectPipThroughRules(world, `${WORKSPACE}/pip-install.sh`, index, [`allowed.test:${httpPort}`])
   })
 })

@@ -15,14 +15,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RemoteWorld, openWorld } from '../../src/backend/world.ts'
 import { SwarmSubprocessRuntime } from '../../src/providers/swarm/swarm-runtime.ts'
 import { SWARM_IMAGE, onNode, swarmConfig, useSwarmCluster } from '../helpers/swarm.ts'
-import { FETCH, INDEX_PACKAGE, PIP_INSTALL, answerStartingWith, demoWheel, hostGet, startPackageIndex } from '../network/helpers.ts'
+import { FETCH, PIP_INSTALL, type PackageIndex, answerStartingWith, demoWheel, expectPipThroughRules, hostGet, startPackageIndex } from '../network/helpers.ts'
 import { run } from '../sandbox/helpers.ts'
 
 useSwarmCluster()
 let folder: string
 let http: Server
 let httpPort = 0
-let index: Awaited<ReturnType<typeof startPackageIndex>>
+let index: PackageIndex
 let world: RemoteWorld
 
 beforeAll(async () => {
@@ -74,12 +74,6 @@ describe('a read-only swarm world with network allow', () => {
   })
 
   it('pip installs from a package index the rules allow, and finds nothing where they do not', async () => {
-    const terminal = await world.open()
-    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-denied`)).toBe(`ERROR: No matching distribution found for ${INDEX_PACKAGE.name}\nModuleNotFoundError: No module named '${INDEX_PACKAGE.name}'`)
-    expect(index.requests).toEqual([])
-    world.network.setRules({ allow: [`allowed.test:${httpPort}`, `pypi.test:${index.port}`] })
-    expect(await run(terminal, `sh /workspace/pip-install.sh pypi.test ${index.port} /tmp/pip-allowed`)).toBe(INDEX_PACKAGE.greeting)
-    expect(index.requests).toEqual([`/simple/${INDEX_PACKAGE.name}/`, `/files/${INDEX_PACKAGE.name}-${INDEX_PACKAGE.version}-py3-none-any.whl`])
-    await terminal.close()
+    await expectPipThroughRules(world, '/workspace/pip-install.sh', index, [`allowed.test:${httpPort}`])
   })
 })

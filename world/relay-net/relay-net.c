@@ -39,8 +39,9 @@
  * Flow control: each direction of each stream has a window of WINDOW (4 MiB), full at the
  * start. A sender has at most the window of D bytes not yet credited; the receiver credits (W)
  * what it delivered (here: written to the socket), CREDIT_BATCH (256 KiB) or more at once: the
- * window is 16 batches, so a sender out of credit faces a batch delivered or a stalled reader. The relay reads a socket only while its window toward the client is open and
- * its output queue is under OUT_SOFT; it buffers at most the window per stream from the client
+ * window is 16 batches, so a sender out of credit faces a batch delivered or a stalled reader.
+ * The relay reads a socket only while its window toward the client is open and its output
+ * queue is under OUT_SOFT; it buffers at most the window per stream from the client
  * (a client past its window breaks the protocol: exit 2). So its memory is bounded whatever the
  * peers and the client's reader do. A stream ends when both sides sent F, or either sent X.
  * Frames for a stream or listener the relay no longer knows are dropped (they crossed its X).
