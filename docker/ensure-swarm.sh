@@ -135,12 +135,25 @@ release_docker0() {
   if [ -n "$WAS_UP" ]; then ip link set docker0 up; fi
 }
 
+# Whether node N's pid file names a running engine of that node: the process lives (a zombie
+# counts as gone) and its command line names that pid file. A killed node's pid may since have
+# been reused by any other process, which must not keep the file.
+pidfile_engine_runs() {
+  local n=$1 pid
+  pid=$(cat "$RUN/$n.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] || return 1
+  awk '$3 != "Z" { found = 1 } END { exit !found }' "/proc/$pid/stat" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--pidfile $RUN/$n.pid"
+}
+
 start_node() {
   local n=$1
   mkdir -p "$DATA/$n" "$RUN/$n"
   # A node that was killed leaves its pid file, and a new engine refuses to start while it
-  # exists: remove it only when no such process runs (a zombie counts as gone).
-  if [ -f "$RUN/$n.pid" ] && ! awk '$3 != "Z" { found = 1 } END { exit !found }' "/proc/$(cat "$RUN/$n.pid")/stat" 2>/dev/null; then
+  # exists: give an engine of this node that is still exiting up to 10 s, then remove the file
+  # unless it names one that runs.
+  for _ in $(seq 1 50); do pidfile_engine_runs "$n" || break; sleep 0.2; done
+  if [ -f "$RUN/$n.pid" ] && ! pidfile_engine_runs "$n"; then
     rm -f "$RUN/$n.pid"
   fi
   # Its own session (a Ctrl-C of the caller does not reach it) and UTS namespace (its hostname).
