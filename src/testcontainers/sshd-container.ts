@@ -19,6 +19,7 @@ import { shQuote } from '../providers/remote/quote.ts'
 import type { SshRuntimeConfig } from '../providers/ssh/ssh-config.ts'
 import { fingerprintOf } from '../providers/ssh/known-hosts.ts'
 import { readableKeyPair } from './key-pair.ts'
+import { restartWithLifeline } from './lifeline-restart.ts'
 import { disableRyukWhenAbsent } from './ryuk.ts'
 import { DSH_WORLD_IMAGE } from './world-container.ts'
 
@@ -231,13 +232,13 @@ export class StartedSshdContainer extends AbstractStartedContainer {
   }
 
   /**
-   * Restart sshd's container and hold its lifeline again: the restarted pid 1 reads a stdin the
-   * old attach no longer holds, so without a new one it would outlive this process.
+   * Restart sshd's container and hold its lifeline again (lifeline-restart.ts).
+   * @throws NotSupportedError, with the container untouched, on an engine older than Docker
+   *   23.0, whose restart may remove it (lifeline-restart.ts).
    */
   override async restart(options?: Parameters<AbstractStartedContainer['restart']>[0]): Promise<void> {
-    await super.restart(options)
-    this.settings.lifeline?.destroy()
-    this.settings.lifeline = await attachLifeline(new Dockerode().getContainer(this.getId()))
+    if (this.settings.lifeline === undefined) return super.restart(options)
+    this.settings.lifeline = await restartWithLifeline(new Dockerode(), this.getId(), () => super.restart(options), this.settings.lifeline)
   }
 
   /** Remove the generated keys with the container, and let the lifeline go. */

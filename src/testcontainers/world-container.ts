@@ -16,6 +16,7 @@ import type { DockerRuntimeConfig } from '../providers/docker/docker-config.ts'
 import { attachLifeline, lifelineCreateOptions } from '../providers/docker/lifeline.ts'
 import { type DockerLimits, type DockerWorkspaceSource, dockerCreateOptions, workspaceOwnerUser } from '../sandbox/docker-policy.ts'
 import { InvalidArgumentError } from '../providers/remote/errors.ts'
+import { restartWithLifeline } from './lifeline-restart.ts'
 import { withReuseLock } from './reuse-lock.ts'
 import { disableRyukWhenAbsent } from './ryuk.ts'
 import { WorldReadyWaitStrategy } from './world-ready.ts'
@@ -197,14 +198,13 @@ export class StartedDshWorldContainer extends AbstractStartedContainer {
   }
 
   /**
-   * Restart the container and hold its lifeline again: the restarted pid 1 reads a stdin the
-   * old attach no longer holds, so without a new one it would outlive this process.
+   * Restart the container; one with a lifeline holds it again (lifeline-restart.ts).
+   * @throws NotSupportedError, with the container untouched, when it has a lifeline and the
+   *   engine is older than Docker 23.0, whose restart may remove it (lifeline-restart.ts).
    */
   override async restart(options?: Parameters<AbstractStartedContainer['restart']>[0]): Promise<void> {
-    await super.restart(options)
-    if (this.lifeline === undefined) return
-    this.lifeline.destroy()
-    this.lifeline = await attachLifeline(new Dockerode().getContainer(this.getId()))
+    if (this.lifeline === undefined) return super.restart(options)
+    this.lifeline = await restartWithLifeline(new Dockerode(), this.getId(), () => super.restart(options), this.lifeline)
   }
 
   /** Stop (and remove) the container; the lifeline goes with it. */

@@ -205,7 +205,7 @@ export class CleanupFailedError extends RemoteWorldError {
   }
 }
 
-/** The operation is not implemented by this world yet (named in the message). */
+/** The operation is not available in this world, or on this engine (the message names it and why). */
 export class NotSupportedError extends RemoteWorldError {
   constructor(message: string) {
     super('NOT_SUPPORTED', message)
