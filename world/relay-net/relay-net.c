@@ -349,10 +349,14 @@ static int maybe_finish(stream_t *s) {
   return 1;
 }
 
-/* Write the client's buffered bytes to the socket. Returns 0, or -1 when the stream is gone. */
-static int stream_write(stream_t *s) {
-  while (s->start < s->end) {
-    ssize_t n = write(s->fd, s->buffer + s->start, s->end - s->start);
+/*
+ * Write `length` bytes of the client's to the socket, as many as it takes now, and credit what
+ * it took. Returns how many it took, or -1 when the stream is gone (its X sent).
+ */
+static ssize_t socket_write(stream_t *s, const unsigned char *bytes, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = write(s->fd, bytes + done, length - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
@@ -360,16 +364,26 @@ static int stream_write(stream_t *s) {
       drop_stream(s, 1);
       return -1;
     }
-    s->start += (size_t)n;
-    s->uncredited += (uint32_t)n;
+    done += (size_t)n;
   }
-  int drained = s->start == s->end;
-  if (drained) s->start = s->end = 0;
+  s->uncredited += (uint32_t)done;
   /* A batch or more, never less: the window is many batches (see RelayStream.giveCredit). */
   if (s->uncredited >= CREDIT_BATCH) {
     send_credit(s->id, s->uncredited);
     s->uncredited = 0;
   }
+  return (ssize_t)done;
+}
+
+/* Write the client's buffered bytes to the socket. Returns 0, or -1 when the stream is gone. */
+static int stream_write(stream_t *s) {
+  if (s->start < s->end) {
+    ssize_t n = socket_write(s, s->buffer + s->start, s->end - s->start);
+    if (n < 0) return -1;
+    s->start += (size_t)n;
+  }
+  int drained = s->start == s->end;
+  if (drained) s->start = s->end = 0;
   if (drained && s->client_fin && !s->write_shut && s->state == OPEN) {
     shutdown(s->fd, SHUT_WR);
     s->write_shut = 1;
@@ -551,6 +565,15 @@ static void do_data(uint32_t id, const unsigned char *payload, size_t length) {
   if (s == NULL || length == 0) return;
   if (s->client_fin) die(2, "protocol fault: D after F on stream %u", (unsigned)id);
   if (s->end - s->start + length > WINDOW) die(2, "protocol fault: the client sent past its window on stream %u", (unsigned)id);
+  /* Nothing waits before these bytes: straight from stdin's buffer to the socket, never copied;
+     only what the socket does not take now is kept (POLLOUT writes it). */
+  if (s->start == s->end && s->state == OPEN) {
+    ssize_t n = socket_write(s, payload, length);
+    if (n < 0) return;
+    payload += n;
+    length -= (size_t)n;
+    if (length == 0) return;
+  }
   if (s->end + length > s->capacity && s->start > 0) {
     memmove(s->buffer, s->buffer + s->start, s->end - s->start);
     s->end -= s->start;
@@ -565,11 +588,8 @@ static void do_data(uint32_t id, const unsigned char *payload, size_t length) {
     s->buffer = grown;
     s->capacity = capacity;
   }
-  int was_empty = s->start == s->end;
   memcpy(s->buffer + s->end, payload, length);
   s->end += length;
-  /* Straight on when nothing waited before it: POLLOUT would say the same one round later. */
-  if (was_empty && s->state == OPEN) stream_write(s);
 }
 
 static void do_fin(uint32_t id) {
