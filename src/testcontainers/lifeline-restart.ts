@@ -43,7 +43,7 @@ export function restartKeepsAutoRemove(apiVersion: string): boolean {
 export async function restartWithLifeline(docker: Dockerode, containerId: string, restart: () => Promise<void>, lifeline: Duplex): Promise<Duplex> {
   const engine = await docker.version()
   if (!restartKeepsAutoRemove(engine.ApiVersion)) {
-    throw new NotSupportedError(`restart(): Docker ${engine.Version} (API ${engine.ApiVersion}) may remove an AutoRemove container while restarting it (moby/moby#39352, fixed in Docker 23.0, API ${RESTART_KEEPS_AUTOREMOVE_API}); this container carries a lifeline with AutoRemove, so it was not restarted and runs on. Use Docker 23.0 or later, or stop() it and start a new one`)
+    throw new NotSupportedError(`restart(): the engine (version ${engine.Version}, API ${engine.ApiVersion}) may remove an AutoRemove container while restarting it (moby/moby#39352, fixed in Docker 23.0, API ${RESTART_KEEPS_AUTOREMOVE_API}); this container carries a lifeline with AutoRemove, so it was not restarted and runs on. Use Docker 23.0 or later, a reusable DshWorldContainer (withReuse(): no lifeline), or stop() it and start a new one`)
   }
   await restart()
   lifeline.destroy()

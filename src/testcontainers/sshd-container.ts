@@ -244,6 +244,8 @@ export class StartedSshdContainer extends AbstractStartedContainer {
   /** Remove the generated keys with the container, and let the lifeline go. */
   protected override async containerStopped(): Promise<void> {
     this.settings.lifeline?.destroy()
+    // Gone with the container: a restart() now is testcontainers' own (and its "no such container").
+    this.settings.lifeline = undefined
     rmSync(this.settings.dir, { recursive: true, force: true })
   }
 }

@@ -210,5 +210,7 @@ export class StartedDshWorldContainer extends AbstractStartedContainer {
   /** Stop (and remove) the container; the lifeline goes with it. */
   protected override async containerStopped(): Promise<void> {
     this.lifeline?.destroy()
+    // Gone with the container: a restart() now is testcontainers' own (and its "no such container").
+    this.lifeline = undefined
   }
 }

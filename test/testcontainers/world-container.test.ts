@@ -17,6 +17,7 @@ import { SshSubprocessRuntime } from '../../src/providers/ssh/ssh-runtime.ts'
 import { dockerCreateOptions } from '../../src/sandbox/docker-policy.ts'
 import { DshWorldContainer, SshdContainer } from '../../src/testcontainers/index.ts'
 import { restartKeepsAutoRemove } from '../../src/testcontainers/lifeline-restart.ts'
+import { RemoteWorldError } from '../../src/providers/remote/errors.ts'
 import { docker, hangGuard } from '../docker/helpers.ts'
 
 const run = promisify(execFile)
@@ -111,13 +112,21 @@ describe('DshWorldContainer', () => {
     const engine = await docker.version()
     const outcome = restartKeepsAutoRemove(engine.ApiVersion)
       ? 'restarted'
-      : `NOT_SUPPORTED: restart(): Docker ${engine.Version} (API ${engine.ApiVersion}) may remove an AutoRemove container while restarting it (moby/moby#39352, fixed in Docker 23.0, API 1.42); this container carries a lifeline with AutoRemove, so it was not restarted and runs on. Use Docker 23.0 or later, or stop() it and start a new one`
+      : `NOT_SUPPORTED: restart(): the engine (version ${engine.Version}, API ${engine.ApiVersion}) may remove an AutoRemove container while restarting it (moby/moby#39352, fixed in Docker 23.0, API 1.42); this container carries a lifeline with AutoRemove, so it was not restarted and runs on. Use Docker 23.0 or later, a reusable DshWorldContainer (withReuse(): no lifeline), or stop() it and start a new one`
     expect([world.restart, sshd.restart]).toEqual([outcome, outcome])
     expect((await containersLabelled(label)).sort()).toEqual([world.id, sshd.id].sort())
     expect(await Promise.all([world.id, sshd.id].map(async id => (await docker.getContainer(id).inspect()).State.Status))).toEqual(['running', 'running'])
     world.child.kill('SIGKILL')
     sshd.child.kill('SIGKILL')
     expect(await gone(label)).toEqual([])
+  })
+
+  it('restart() after stop() is the engine\'s refusal for a removed container, never ours that says it runs on', async () => {
+    const container = await new DshWorldContainer().withLabels({ [TEST_RUN_LABEL]: randomUUID() }).start()
+    await container.stop()
+    const error = await container.restart().then(() => undefined, (caught: unknown) => caught)
+    // 404 "no such container", or 500 "marked for removal" while the engine still removes it.
+    expect({ ours: error instanceof RemoteWorldError, engine: [404, 500].includes((error as { statusCode?: number } | undefined)?.statusCode ?? 0) }).toEqual({ ours: false, engine: true })
   })
 
   it('a reusable container started with TESTCONTAINERS_REUSE_ENABLE=false is a fresh one, and keeps its lifeline', async () => {
