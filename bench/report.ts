@@ -11,7 +11,7 @@ import { JOBS_BESIDE_UPSTREAM, JOB_REATTACH_METRIC, JOB_START_METRIC } from './r
 import { ECHO_WITHOUT_EMULATOR_METRIC, LOCAL_TERMINAL_OUTPUT_METRIC, TERMINAL_OUTPUT_BYTES, TERMINAL_OUTPUT_WITHOUT_EMULATOR_METRIC, TERMINAL_OUTPUT_WITH_EMULATOR_METRIC } from './rows/emulator.ts'
 import type { MemoryRecord } from './rows/memory.ts'
 import { PWSH_DIRECT_METRIC, PWSH_ECHO_METRIC, PWSH_OPEN_METRIC, PWSH_READ_HOST_METRIC } from './rows/pwsh.ts'
-import { RAW_DOCKER_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
+import { RAW_DOCKER_METRIC, RAW_DOCKER_STDIN_METRIC, RAW_METRIC_OF_WORLD, RAW_SSH_METRIC, RAW_SSH_STDIN_METRIC, RAW_STDIN_METRIC_OF_WORLD, RAW_TRANSPORT_BYTES } from './rows/raw-transport.ts'
 import { FLOOD_CANCEL_METRIC } from './rows/flood-cancel.ts'
 import { CLOSE_ALL_METRIC, MANY_TERMINALS_METRIC, SINGLE_TERMINAL_METRIC, type ScaleRecord } from './rows/scale.ts'
 import { FS_EDIT_METRIC, FS_GREP_METRIC, FS_LIST_METRIC, FS_METRICS, FS_READ_BYTES, FS_READ_BYTES_METRIC, FS_READ_METRIC, FS_WRITE_METRIC, type FsMixedRecord, RG_DIRECT_METRIC } from './rows/fs.ts'
@@ -45,6 +45,8 @@ const METRIC_ORDER: readonly string[] = [
   '100 MB stdout throughput',
   RAW_DOCKER_METRIC,
   RAW_SSH_METRIC,
+  RAW_DOCKER_STDIN_METRIC,
+  RAW_SSH_STDIN_METRIC,
   DIRECT_CONNECT_METRIC,
   EGRESS_CONNECT_METRIC,
   EGRESS_DOWNLOAD_METRIC,
@@ -79,10 +81,17 @@ const PRODUCT_THROUGHPUT_METRIC = '100 MB stdout throughput'
 
 /**
  * The product rows each remote world's raw transport row stands beside (same payload, same world
- * and run): the MB/s of each is divided by the raw row's. The egress family's 100 MB rows
- * (issue 34): a tunnel through the proxy, a forwarded port.
+ * and run), by the raw rows of that direction: the MB/s of each is divided by the raw row's.
+ * Out of the world (stdout): the product's stdout, a file read, a forwarded port (a world's
+ * server answering this machine). Into the world (stdin): the egress family's download, whose
+ * bytes this client reads from this machine's server and carries in (issue 34).
  */
-const BESIDE_RAW: ReadonlySet<string> = new Set([PRODUCT_THROUGHPUT_METRIC, FS_READ_BYTES_METRIC, EGRESS_DOWNLOAD_METRIC, FORWARD_METRIC])
+const BESIDE_RAW: ReadonlyMap<string, Readonly<Record<string, string>>> = new Map([
+  [PRODUCT_THROUGHPUT_METRIC, RAW_METRIC_OF_WORLD],
+  [FS_READ_BYTES_METRIC, RAW_METRIC_OF_WORLD],
+  [FORWARD_METRIC, RAW_METRIC_OF_WORLD],
+  [EGRESS_DOWNLOAD_METRIC, RAW_STDIN_METRIC_OF_WORLD],
+])
 
 /**
  * The row of the SAME world a row is compared with by its median, other than bash's (see
@@ -229,7 +238,7 @@ export function buildRows(results: Map<WorldName, Map<string, Sample[]>>): Row[]
       }
       const bashMetric = BASH_COUNTERPART[metric]
       const bash = medianOf(bashMetric)
-      const rawMetric = BESIDE_RAW.has(metric) ? RAW_METRIC_OF_WORLD[world] : undefined
+      const rawMetric = BESIDE_RAW.get(metric)?.[world]
       const raw = medianOf(rawMetric)
       const directMetric = DIRECT_COUNTERPART[metric]
       const direct = medianOf(directMetric)
@@ -327,7 +336,7 @@ export function printTable(rows: readonly Row[]): void {
  * ripgrep run directly, the egress CONNECT beside a direct loopback connect with its excess in ms), by their medians.
  */
 export function printThroughputRatios(rows: readonly Row[]): void {
-  for (const metric of BESIDE_RAW) {
+  for (const metric of BESIDE_RAW.keys()) {
     const lines = rows
       .filter(row => row.metric === metric && row.mb_per_s_ratio_to_raw !== undefined)
       .map(row => `  ${row.world}: ${row.mb_per_s!.toFixed(1)} / ${row.raw_mb_per_s!.toFixed(1)} MB/s = ${row.mb_per_s_ratio_to_raw!.toFixed(2)}x (\`${row.raw_metric!}\`)`)

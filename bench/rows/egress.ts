@@ -20,17 +20,17 @@
  *   anything is carried, egress-gateway.ts), and reads until EOF: the server writes 100 MiB and
  *   closes. Timed in the world, connect to EOF.
  * - `forwarded port 100 MB`: `world.network.forward('0:PORT')` to a python3 server on the
- *   world's 127.0.0.1 that writes 100 MiB per connection and closes; this client connects to the
- *   forward and reads to the end (connect to end, timed here).
- * The report divides the two 100 MB rows' MB/s by the raw transport row's of the same world and
- * run (raw dockerode exec, raw ssh2 exec; bench/report.ts) and the connect row's median by the
- * direct one's.
+ *   world's 127.0.0.1 that writes 100 MiB per connection and closes; a Node process of its own on
+ *   this machine connects to the forward and reads to the end (connect to end, timed by it).
+ * The report divides the two 100 MB rows' MB/s by the raw transport row of the same world, run
+ * and direction (bench/report.ts): the download's bytes go into the world (the raw `stdin` row),
+ * the forward's come out (the raw `stdout` row); and the connect row's median by the direct one's.
  * @module bench/rows/egress
  */
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { type AddressInfo, type Server, type Socket, connect, createServer } from 'node:net'
+import { type AddressInfo, type Server, type Socket, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
@@ -209,6 +209,30 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port +
   return { port: Number(line.toString('utf8').trim()), stop: () => { child.kill() } }
 }
 
+/**
+ * One read of a forward, by a Node process of its own (as a real client of a forward is: this
+ * process carries the world's side of the tunnel, and must not also take the bytes): it connects
+ * to this machine's 127.0.0.1:`port`, reads to the end, and prints the span connect to end (ms)
+ * and the bytes read, which are returned.
+ * @throws Error when the reader fails or prints no measurement within the step's bound.
+ */
+async function readForward(port: number): Promise<{ ms: number; bytes: number }> {
+  const script = `const net = require('node:net')
+const started = performance.now()
+let bytes = 0
+const socket = net.connect({ host: '127.0.0.1', port: ${port} })
+socket.on('data', chunk => { bytes += chunk.length })
+socket.on('end', () => { process.stdout.write((performance.now() - started) + ' ' + bytes + '\\n'); socket.destroy() })
+socket.on('error', error => { process.stderr.write(String(error) + '\\n'); process.exit(1) })`
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString('utf8') })
+  const [code] = await withTimeout(once(child, 'exit') as Promise<[number | null]>, FORWARD_METRIC, DOWNLOAD_STEP_MS)
+  const [ms, bytes] = out.trim().split(' ').map(Number)
+  if (code !== 0 || ms === undefined || bytes === undefined || Number.isNaN(ms)) throw new Error(`bench: ${FORWARD_METRIC}: the reader exited ${code} printing ${JSON.stringify(out)}`)
+  return { ms, bytes }
+}
+
 /** The bench's confined world with its scripts in `dir` (a folder of the world). */
 interface EgressWorld {
   world: RemoteWorld
@@ -321,13 +345,7 @@ export async function egressRuns(kind: 'docker' | 'ssh', image: string, runs: nu
       const forward = await world.network.forward(`0:${Number(portLine.toString('utf8').trim())}`)
       try {
         for (let run = 0; run <= throughputRuns; run += 1) {
-          const started = performance.now()
-          const socket = connect({ host: '127.0.0.1', port: forward.host.port })
-          let bytes = 0
-          socket.on('data', (chunk: Buffer) => { bytes += chunk.length })
-          await withTimeout(once(socket, 'end'), FORWARD_METRIC, DOWNLOAD_STEP_MS)
-          const ms = performance.now() - started
-          socket.destroy()
+          const { ms, bytes } = await readForward(forward.host.port)
           if (bytes !== STDOUT_THROUGHPUT_BYTES) throw new Error(`bench: ${FORWARD_METRIC} delivered ${bytes} bytes, expected ${STDOUT_THROUGHPUT_BYTES}`)
           if (run > 0) pushSample(samples, FORWARD_METRIC, { ms })
         }

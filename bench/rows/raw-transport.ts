@@ -1,7 +1,10 @@
 /**
  * The raw transports' own throughput (issue 14), beside the product's `100 MB stdout
  * throughput` row of the same world and run: the same `head -c 100MiB /dev/zero`, moved by the
- * bare transport library with no project code on the data path:
+ * bare transport library with no project code on the data path; and the other way, 100 MiB
+ * written by this client into a `wc -c` in the world (the `stdin` rows), beside a download the
+ * world makes through this client (issue 34: `egress 100 MB download` moves its bytes into the
+ * world, as stdin does, and a transport need not be as fast both ways):
  * - `raw dockerode exec 100 MB stdout`: a plain dockerode exec in a throwaway container of the
  *   project image, its multiplexed stream split by `docker.modem.demuxStream`;
  * - `raw ssh2 exec 100 MB stdout`: a plain ssh2 exec channel on a connection made by the
@@ -21,17 +24,46 @@ import { STDOUT_THROUGHPUT_BYTES, type Sample, type SampleTable, withTimeout } f
 
 export const RAW_DOCKER_METRIC = 'raw dockerode exec 100 MB stdout'
 export const RAW_SSH_METRIC = 'raw ssh2 exec 100 MB stdout'
+export const RAW_DOCKER_STDIN_METRIC = 'raw dockerode exec 100 MB stdin'
+export const RAW_SSH_STDIN_METRIC = 'raw ssh2 exec 100 MB stdin'
 
 /** Payload bytes of each raw row (100 MiB, as the product row), for its MB/s. */
 export const RAW_TRANSPORT_BYTES: Readonly<Record<string, number>> = {
   [RAW_DOCKER_METRIC]: STDOUT_THROUGHPUT_BYTES,
   [RAW_SSH_METRIC]: STDOUT_THROUGHPUT_BYTES,
+  [RAW_DOCKER_STDIN_METRIC]: STDOUT_THROUGHPUT_BYTES,
+  [RAW_SSH_STDIN_METRIC]: STDOUT_THROUGHPUT_BYTES,
 }
 
-/** The raw row of each remote world (by world name), beside its `100 MB stdout throughput`. */
+/** The raw row of each remote world (by world name) that moves bytes out of the world, beside its `100 MB stdout throughput`. */
 export const RAW_METRIC_OF_WORLD: Readonly<Record<string, string>> = {
   docker: RAW_DOCKER_METRIC,
   ssh: RAW_SSH_METRIC,
+}
+
+/** The raw row of each remote world (by world name) that moves bytes into the world: beside a download the world makes through this client. */
+export const RAW_STDIN_METRIC_OF_WORLD: Readonly<Record<string, string>> = {
+  docker: RAW_DOCKER_STDIN_METRIC,
+  ssh: RAW_SSH_STDIN_METRIC,
+}
+
+/** What every raw stdin sample runs: counts its stdin, which must be exactly the payload. */
+const STDIN_ARGV = ['wc', '-c'] as const
+
+/** The block a raw stdin sample writes, again and again (1 MiB of zeros). */
+const STDIN_BLOCK = Buffer.alloc(1 << 20)
+
+/**
+ * Write {@link STDOUT_THROUGHPUT_BYTES} zeros to `sink` in {@link STDIN_BLOCK}s, waiting for
+ * 'drain' whenever a write says so, then end it (EOF for the world's `wc -c`).
+ */
+async function writePayload(sink: NodeJS.WritableStream): Promise<void> {
+  for (let left = STDOUT_THROUGHPUT_BYTES; left > 0;) {
+    const block = left >= STDIN_BLOCK.length ? STDIN_BLOCK : STDIN_BLOCK.subarray(0, left)
+    left -= block.length
+    if (!sink.write(block)) await new Promise<void>(resolve => sink.once('drain', () => resolve()))
+  }
+  sink.end()
 }
 
 /** What every raw sample runs: exactly {@link STDOUT_THROUGHPUT_BYTES} bytes on stdout. */
@@ -151,9 +183,12 @@ export async function plainSshExec(client: Client, command: string, what: string
  * `raw dockerode exec 100 MB stdout`: a throwaway container of `image` (no network, an init,
  * `sleep infinity`, labelled `labels` so the bench's sweep removes it if the run dies), in which
  * each sample is one {@link plainDockerExec} of {@link ARGV} (no shell), its stdout counted
- * (exec create to the stream's end, ms). The container is removed after.
+ * (exec create to the stream's end, ms); and `raw dockerode exec 100 MB stdin`: each sample one
+ * plain exec of `wc -c` with its stdin attached (hijacked), the payload written and the stream
+ * half-closed, until its stream ends (exec create to end, ms). The container is removed after.
  * @param labels - the bench's labels (name and value) for its containers.
- * @throws Error when a sample's stdout is not exactly the payload, or the exec exits non-zero.
+ * @throws Error when a sample's stdout (or `wc -c`'s count) is not exactly the payload, or the
+ *   exec exits non-zero.
  */
 export async function measureRawDockerExec(image: string, labels: Readonly<Record<string, string>>, runs: number): Promise<SampleTable> {
   const docker = new Docker()
@@ -172,7 +207,21 @@ export async function measureRawDockerExec(image: string, labels: Readonly<Recor
       if (result.exitCode !== 0) throw new Error(`bench: ${RAW_DOCKER_METRIC}: the exec exited ${result.exitCode} (${result.stderrBytes} bytes on stderr)`)
       return result.ms
     }
-    return new Map([[RAW_DOCKER_METRIC, await samplesOf(runs, once)]])
+    const stdinOnce = async (): Promise<number> => {
+      let counted = ''
+      const started = performance.now()
+      const exec = await container.exec({ Cmd: [...STDIN_ARGV], AttachStdin: true, AttachStdout: true, AttachStderr: true })
+      const stream = await exec.start({ hijack: true, stdin: true })
+      docker.modem.demuxStream(stream, sinkOf(chunk => { counted += chunk.toString('utf8') }), sinkOf(() => undefined))
+      const ended = finished(stream, { writable: false })
+      await writePayload(stream)
+      await withTimeout(ended, RAW_DOCKER_STDIN_METRIC, SAMPLE_STEP_MS)
+      const ms = performance.now() - started
+      stream.destroy()
+      expectPayload(RAW_DOCKER_STDIN_METRIC, Number(counted.trim()))
+      return ms
+    }
+    return new Map([[RAW_DOCKER_METRIC, await samplesOf(runs, once)], [RAW_DOCKER_STDIN_METRIC, await samplesOf(runs, stdinOnce)]])
   } finally {
     await container.remove({ force: true }).catch(() => undefined)
   }
@@ -181,7 +230,9 @@ export async function measureRawDockerExec(image: string, labels: Readonly<Recor
 /**
  * `raw ssh2 exec 100 MB stdout`: one connection through the provider's connect path, on which
  * each sample opens an exec channel of {@link COMMAND} and counts its stdout until the channel
- * closes (exec call to close, ms). The connection is closed after.
+ * closes (exec call to close, ms); and `raw ssh2 exec 100 MB stdin`: an exec channel of `wc -c`
+ * to which the payload is written, then EOF, until the channel closes (exec call to close, ms).
+ * The connection is closed after.
  * @param config - the SSH runtime config of the world under test.
  * @throws Error when a sample's stdout is not exactly the payload, or the command exits non-zero.
  */
@@ -197,7 +248,27 @@ export async function measureRawSshExec(config: SshRuntimeConfig, runs: number):
         if (result.exitCode !== 0) throw new Error(`bench: ${RAW_SSH_METRIC}: the command exited ${String(result.exitCode)}`)
         return result.ms
       }
-      return new Map([[RAW_SSH_METRIC, await samplesOf(runs, once)]])
+      const stdinOnce = async (): Promise<number> => {
+        let counted = ''
+        const started = performance.now()
+        const closed = new Promise<void>((resolve, reject) => {
+          client.exec(STDIN_ARGV.join(' '), (error: Error | undefined, channel: ClientChannel) => {
+            if (error !== undefined) {
+              reject(error)
+              return
+            }
+            channel.on('data', (chunk: Buffer) => { counted += chunk.toString('utf8') })
+            channel.stderr.resume()
+            channel.once('close', () => resolve())
+            writePayload(channel).catch(reject)
+          })
+        })
+        await withTimeout(closed, RAW_SSH_STDIN_METRIC, SAMPLE_STEP_MS)
+        const ms = performance.now() - started
+        expectPayload(RAW_SSH_STDIN_METRIC, Number(counted.trim()))
+        return ms
+      }
+      return new Map([[RAW_SSH_METRIC, await samplesOf(runs, once)], [RAW_SSH_STDIN_METRIC, await samplesOf(runs, stdinOnce)]])
     } finally {
       const gone = new Promise<void>(resolve => client.once('close', () => resolve()))
       client.end()
