@@ -12,12 +12,6 @@
  * be in flight when the probe answers (the output and the control channel are different paths).
  * So after a positive probe the output received so far is handed to the emulator and parsed
  * (`settle`) before the reply goes: a prompt marker in it drops the reply instead.
- *
- * A program blocked reading its query's answer is not waiting for input: PSReadLine asks for
- * the cursor position as it draws the line being typed, so a probe of pwsh taking `exit 3` found
- * it reading, and the send settled as `stdin_read` while pwsh went on to exit (the SSH pwsh
- * agent-session case, once). {@link ReplyDelivery.inputWaitStands} says when a proven read may
- * stand as an input wait.
  * @module dsh-remote-worlds/providers/remote/reply-delivery
  */
 import { setTimeout as delay } from 'node:timers/promises'
@@ -45,10 +39,6 @@ export interface ReplyPort {
 export class ReplyDelivery {
   private held: string[] = []
   private running = false
-  /** Writes of held replies to the program completed so far. */
-  private delivered = 0
-  /** {@link delivered} at the last {@link inputWaitStands}. */
-  private deliveredSeen = 0
 
   constructor(private readonly port: ReplyPort) {}
 
@@ -68,22 +58,6 @@ export class ReplyDelivery {
     this.held = []
   }
 
-  /**
-   * Whether a probe's proven read of the terminal stands as a wait for input. Not while a reply
-   * is held or being written (the read is its program's wait for that answer), nor in the first
-   * probe after a reply was written: the answer may not have reached the program yet (the PTY
-   * and the control channel are different paths), so the next probe tells. A probe that says
-   * "not waiting" proves nothing, and the harness asks again. Call once per probe answer, in
-   * the order they came; the emulator must have parsed the output received before it (a query
-   * in it is held by then).
-   * @param waiting - the probe's own finding (a member of the foreground group blocked reading).
-   */
-  inputWaitStands(waiting: boolean): boolean {
-    const answeredSince = this.delivered !== this.deliveredSeen
-    this.deliveredSeen = this.delivered
-    return waiting && !this.running && !answeredSince
-  }
-
   private async run(): Promise<void> {
     this.running = true
     const deadline = performance.now() + REPLY_HOLD_MS
@@ -94,10 +68,7 @@ export class ReplyDelivery {
           await this.port.settle().catch(() => undefined)
           const data = this.held.join('')
           this.held = []
-          if (data.length > 0 && this.port.live()) {
-            await this.port.write(data).catch(() => undefined)
-            this.delivered += 1
-          }
+          if (data.length > 0 && this.port.live()) await this.port.write(data).catch(() => undefined)
           continue
         }
         if (performance.now() > deadline) {

@@ -766,12 +766,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       if (buffered > 0) await this.received(this.receivedBytes + buffered, PROBE_DELIVERY_BOUND_MS)
       this.flush()
       if (facts === undefined || facts.tpgid <= 0) return undefined
-      let inputWaiting = this.inputWait.observe(facts)
-      // A read that may be a program's wait for an emulator's answer is no input wait
-      // (reply-delivery.ts): a query in the output just handed over is parsed, and held, first.
-      if (inputWaiting && this.emulator !== undefined) await this.emulator.sync().catch(() => undefined)
-      inputWaiting = this.replies.inputWaitStands(inputWaiting)
-      return { processGroupId: facts.tpgid, inputWaiting }
+      return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }).finally(() => { this.probing -= 1 }))
   }
 
