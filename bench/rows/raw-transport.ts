@@ -219,6 +219,8 @@ export async function measureRawDockerExec(image: string, labels: Readonly<Recor
       const ms = performance.now() - started
       stream.destroy()
       expectPayload(RAW_DOCKER_STDIN_METRIC, Number(counted.trim()))
+      const { ExitCode } = await exec.inspect()
+      if (ExitCode !== 0) throw new Error(`bench: ${RAW_DOCKER_STDIN_METRIC}: the exec exited ${ExitCode}`)
       return ms
     }
     return new Map([[RAW_DOCKER_METRIC, await samplesOf(runs, once)], [RAW_DOCKER_STDIN_METRIC, await samplesOf(runs, stdinOnce)]])
@@ -234,7 +236,8 @@ export async function measureRawDockerExec(image: string, labels: Readonly<Recor
  * to which the payload is written, then EOF, until the channel closes (exec call to close, ms).
  * The connection is closed after.
  * @param config - the SSH runtime config of the world under test.
- * @throws Error when a sample's stdout is not exactly the payload, or the command exits non-zero.
+ * @throws Error when a sample's stdout (or `wc -c`'s count) is not exactly the payload, or the
+ *   command exits non-zero.
  */
 export async function measureRawSshExec(config: SshRuntimeConfig, runs: number): Promise<SampleTable> {
   const world = await buildSshWorld(SshRuntimeConfig.parse(config))
@@ -250,6 +253,7 @@ export async function measureRawSshExec(config: SshRuntimeConfig, runs: number):
       }
       const stdinOnce = async (): Promise<number> => {
         let counted = ''
+        let exitCode: number | null = null
         const started = performance.now()
         const closed = new Promise<void>((resolve, reject) => {
           client.exec(STDIN_ARGV.join(' '), (error: Error | undefined, channel: ClientChannel) => {
@@ -259,6 +263,7 @@ export async function measureRawSshExec(config: SshRuntimeConfig, runs: number):
             }
             channel.on('data', (chunk: Buffer) => { counted += chunk.toString('utf8') })
             channel.stderr.resume()
+            channel.once('exit', (code: number | null) => { exitCode = code })
             channel.once('close', () => resolve())
             writePayload(channel).catch(reject)
           })
@@ -266,6 +271,7 @@ export async function measureRawSshExec(config: SshRuntimeConfig, runs: number):
         await withTimeout(closed, RAW_SSH_STDIN_METRIC, SAMPLE_STEP_MS)
         const ms = performance.now() - started
         expectPayload(RAW_SSH_STDIN_METRIC, Number(counted.trim()))
+        if (exitCode !== 0) throw new Error(`bench: ${RAW_SSH_STDIN_METRIC}: the command exited ${String(exitCode)}`)
         return ms
       }
       return new Map([[RAW_SSH_METRIC, await samplesOf(runs, once)], [RAW_SSH_STDIN_METRIC, await samplesOf(runs, stdinOnce)]])
