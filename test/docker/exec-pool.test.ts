@@ -9,7 +9,7 @@ import type { SubprocessHandle, SubprocessSpawnSpec } from '@deepseek-ai/dsh-sub
 import type Docker from 'dockerode'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
-import { type ContainerProcess, containerProcesses, execsStarted, hangGuard, isDead, startTestContainer, waitFor } from './helpers.ts'
+import { type ContainerProcess, containerProcesses, execsStarted, hangGuard, isDead, startTestContainer, unpauseSettled, waitFor } from './helpers.ts'
 
 let container: Docker.Container
 
@@ -191,7 +191,7 @@ describe('a paused container in the docker world, as agent', () => {
       expect((spawnError as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
       const terminalError = await runtime.spawnTerminal({ argv: ['/bin/sh'], cwd: '/tmp', env: {}, rows: 24, cols: 80, graceMs: 500 }).then(() => undefined, (error: unknown) => error)
       expect((terminalError as { code?: string }).code).toBe('TARGET_NOT_RUNNING')
-      await paused.unpause()
+      await unpauseSettled(paused.id)
       await waitFor(() => watchUsable(runtime), usable => usable)
       // Nothing handed over while paused ran after the unpause.
       const after = await run(runtime, 'test -e /tmp/late-run && echo late || echo never')

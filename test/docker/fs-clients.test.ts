@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openWorld, type RemoteWorld } from '../../src/backend/world.ts'
 import { DockerSubprocessRuntime } from '../../src/providers/docker/docker-runtime.ts'
 import { codeOf, inWorld } from '../helpers/fs-cases.ts'
-import { hangGuard, startTestContainer, waitFor } from './helpers.ts'
+import { hangGuard, startTestContainer, unpauseSettled, waitFor } from './helpers.ts'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 let container: Docker.Container
@@ -154,7 +154,7 @@ describe('a paused container', () => {
         await expect(hangGuard(stalled, 30_000, 'a read in a paused container')).rejects.toThrow(/the world's file server was lost \(the file server in .* did not answer within 2000 ms \(frozen or stuck/)
         expect(await codeOf(stalled)).toBe('FS_IO_ERROR')
       } finally {
-        await container.unpause()
+        await unpauseSettled(container.id)
       }
       expect(await fs.readText(await fs.resolve('/srv/clients/paused.txt'))).toBe('awake\n')
     } finally {

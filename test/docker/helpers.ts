@@ -234,6 +234,22 @@ export async function settleState(promise: Promise<unknown>, ms: number): Promis
 }
 
 /**
+ * Unpause the container and return once the engine's state will not call it paused again.
+ * Docker 20.10 applies containerd's TaskPaused and TaskResumed events after the API calls that
+ * caused them return, and a TaskPaused applied after the unpause sets State.Paused once more
+ * until its TaskResumed follows (moby daemon/monitor.go: EventPaused sets Paused when it is
+ * false). In that moment ContainerInspect says paused and ContainerExecCreate refuses (seen in 1
+ * of 800 pause-unpause rounds on 2 busy CPUs). The engine applies a container's events in order,
+ * one queue per container (libcontainerd/remote/client.go), so once an exec created after the
+ * unpause is seen ended by ExecInspect (its TaskExit came last), the late ones are applied.
+ */
+export async function unpauseSettled(containerId: string): Promise<void> {
+  await docker.getContainer(containerId).unpause()
+  const ranAfter = async (): Promise<boolean> => execIn(containerId, ['true']).then(result => result.exitCode === 0, () => false)
+  expect(await waitFor(ranAfter, ran => ran), 'an exec created after the unpause ran and was seen ended').toBe(true)
+}
+
+/**
  * Wait until no exec of the container is starting: every exec the engine lists has either ended
  * or runs with its process started (ExecInspect `Pid`). Docker 20.10 (Debian's docker.io)
  * wedges for good when a container is paused while one of its execs starts (docs/how-it-works.md,

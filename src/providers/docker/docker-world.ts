@@ -229,7 +229,9 @@ export class DockerWorld {
    * trip, a few ms). The engine sets the state before `docker pause` returns, while its event
    * may reach the watch (state-watch.ts) later: in that window a control request or a pooled
    * exec (exec-pool/) would wait on a frozen program, a request for its bound, a standby with
-   * no bound at all.
+   * no bound at all. The engine's word is taken as it stands: Docker 20.10 can call a container
+   * paused again for a moment after `docker unpause` returned (a late containerd TaskPaused;
+   * moby daemon/monitor.go), and its own ContainerExecCreate refuses the same way then.
    * @throws TargetNotRunningError when the container is paused, stopped, or removed.
    * @throws EngineUnavailableError when the engine does not answer.
    */
