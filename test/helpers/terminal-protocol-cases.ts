@@ -162,6 +162,28 @@ export function terminalProtocolCases(open: OpenProtocolWorld): void {
     expect(screen.lines[1]).toBe('first=5 second-status=142')
   })
 
+  withTerminal('a read that the emulator\'s answer is on its way to is never reported as an input wait: a waiting probe comes after the program took its answer', async (terminal, world) => {
+    // Each round asks, reads the answer, says so, then waits for a line: only that last read
+    // waits for input (PSReadLine asks the cursor position as it draws a typed line, and a send
+    // settled on that read as if pwsh waited for the next command).
+    const ROUNDS = 15
+    const result = await terminal.send(`for i in $(seq 1 ${ROUNDS}); do echo "ask-$i"; printf '\\033[6n'; read -rs -d R pos; echo "took-$i"; read -r line; done`)
+    expect(result.waitReason).toBe('stdin_read')
+    const handle = handleOf(world, terminal)
+    const lastMarker = (screen: TerminalScreen): string | undefined => screen.lines.findLast(line => /^(ask|took)-\d+$/.test(line))
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Printed after the last round's line wait returned: no probe below can see that wait.
+      expect(lastMarker(await screenWhen(terminal, screen => lastMarker(screen) !== undefined && lastMarker(screen) !== `took-${round - 1}`)), `round ${round} began`).toMatch(new RegExp(`^(ask|took)-${round}$`))
+      // Probes as fast as they come back, each one meeting the program wherever it is.
+      let waiting = false
+      for (let probes = 0; probes < 2_000 && !waiting; probes++) waiting = (await handle.inspectForeground())?.inputWaiting === true
+      expect(waiting, `round ${round}: a probe proved the line wait`).toBe(true)
+      // A probe's answer follows the output printed before the read it proves.
+      expect(lastMarker(await terminal.screen()), `round ${round}: the read a probe proved`).toBe(`took-${round}`)
+      await handle.write('\n')
+    }
+  })
+
   withTerminal('with replies off nothing answers: the read times out', async terminal => {
     // The read is a proven terminal read: the send settles while it waits for an answer.
     await expectStdinRead(terminal, `printf '\\033[6n'; read -t 1 -rs -d R pos; echo "status-$?"`)

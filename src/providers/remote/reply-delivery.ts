@@ -12,6 +12,9 @@
  * be in flight when the probe answers (the output and the control channel are different paths).
  * So after a positive probe the output received so far is handed to the emulator and parsed
  * (`settle`) before the reply goes: a prompt marker in it drops the reply instead.
+ *
+ * A read that a reply is on its way to is not a wait for input: {@link ReplyDelivery.pending}
+ * tells a probe to wait for the delivery, and which read the reply went into.
  * @module dsh-remote-worlds/providers/remote/reply-delivery
  */
 import { setTimeout as delay } from 'node:timers/promises'
@@ -25,8 +28,11 @@ const OUTPUT_IN_FLIGHT_MS = 5
 
 /** What the delivery needs from its terminal. */
 export interface ReplyPort {
-  /** Whether a member of the foreground group is proven blocked reading the terminal now. */
-  readingTerminal(): Promise<boolean>
+  /**
+   * The read a member of the foreground group is proven blocked in now (the probe's
+   * `waitingCall`: thread, system call and times scheduled), or undefined when none is.
+   */
+  readingTerminal(): Promise<string | undefined>
   /** Hand the output received so far to the emulator and wait until it is parsed. */
   settle(): Promise<void>
   /** Write the reply to the PTY input. */
@@ -39,6 +45,10 @@ export interface ReplyPort {
 export class ReplyDelivery {
   private held: string[] = []
   private running = false
+  /** True from the moment held replies are taken for writing until the write returned. */
+  private writing = false
+  /** Settles when the current run ends, with the read its last write went into. */
+  private delivered: PromiseWithResolvers<string | undefined> | undefined
 
   constructor(private readonly port: ReplyPort) {}
 
@@ -58,17 +68,37 @@ export class ReplyDelivery {
     this.held = []
   }
 
+  /**
+   * Undefined when no reply is held or being written. Else a promise that resolves once none
+   * is: with the read (a `waitingCall` of {@link ReplyPort.readingTerminal}) the last reply was
+   * written into, or undefined when the held ones were dropped (a prompt followed, nobody read
+   * within {@link REPLY_HOLD_MS}, the terminal ended). It never rejects.
+   */
+  pending(): Promise<string | undefined> | undefined {
+    if (this.held.length === 0 && !this.writing) return undefined
+    return this.delivered?.promise
+  }
+
   private async run(): Promise<void> {
     this.running = true
+    const delivered = Promise.withResolvers<string | undefined>()
+    this.delivered = delivered
+    let into: string | undefined
     const deadline = performance.now() + REPLY_HOLD_MS
     try {
       while (this.held.length > 0 && this.port.live()) {
-        if (await this.port.readingTerminal().catch(() => false) && this.held.length > 0) {
-          await delay(OUTPUT_IN_FLIGHT_MS)
-          await this.port.settle().catch(() => undefined)
-          const data = this.held.join('')
-          this.held = []
-          if (data.length > 0 && this.port.live()) await this.port.write(data).catch(() => undefined)
+        const reading = await this.port.readingTerminal().catch(() => undefined)
+        if (reading !== undefined && this.held.length > 0) {
+          this.writing = true
+          try {
+            await delay(OUTPUT_IN_FLIGHT_MS)
+            await this.port.settle().catch(() => undefined)
+            const data = this.held.join('')
+            this.held = []
+            if (data.length > 0 && this.port.live() && await this.port.write(data).then(() => true, () => false)) into = reading
+          } finally {
+            this.writing = false
+          }
           continue
         }
         if (performance.now() > deadline) {
@@ -79,6 +109,7 @@ export class ReplyDelivery {
       }
     } finally {
       this.running = false
+      delivered.resolve(into)
     }
   }
 }

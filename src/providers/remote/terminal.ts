@@ -21,7 +21,7 @@ import { BoundaryScanner, buildStartWrapper, startFailure } from './boundary.ts'
 import type { ControlChannel, ForegroundFacts, ProcessIdentity, RemoteSignalName, SignalForegroundResult } from './control-channel.ts'
 import { InvalidArgumentError, RemoteWorldError, ScreenUnavailableError, SpawnFailedError, TransportError } from './errors.ts'
 import { InputWaitObserver } from './input-wait.ts'
-import { ReplyDelivery } from './reply-delivery.ts'
+import { REPLY_HOLD_MS, REPLY_PROBE_INTERVAL_MS, ReplyDelivery } from './reply-delivery.ts'
 import { SESSION_TAG_VARIABLE } from './ownership.ts'
 import { terminateSession } from './teardown.ts'
 import { findWrappedProgram } from './wrapped-program.ts'
@@ -498,7 +498,10 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly replyGuard = new ReplyGuard()
   /** Holds each emulator reply until the program that asked reads the terminal (reply-delivery.ts). */
   private readonly replies = new ReplyDelivery({
-    readingTerminal: () => this.provenReading(),
+    readingTerminal: async () => {
+      const facts = await this.probe()
+      return facts?.inputWaiting === true ? facts.waitingCall : undefined
+    },
     settle: async () => {
       this.flush()
       await this.emulator?.sync()
@@ -751,7 +754,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     this.lastProbeAt = performance.now()
     this.probeCount += 1
     this.probing += 1
-    return this.track(this.probe().then(async facts => {
+    return this.track(this.probe().then(facts => this.pastReplies(facts)).then(async facts => {
       // During a signal's drain, the drain's one chunk is handed over when the output goes
       // quiet, so no probe splits it (at most SIGNAL_DRAIN_BOUND_MS).
       if (this.drain !== undefined) await this.drain.done.promise
@@ -768,6 +771,37 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       if (facts === undefined || facts.tpgid <= 0) return undefined
       return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }).finally(() => { this.probing -= 1 }))
+  }
+
+  /**
+   * `facts`, or when they prove a read that an emulator reply is on its way to, the facts of a
+   * later probe: one made once that reply was written and the program left the read it went
+   * into. A program that asked the terminal something (PSReadLine asks the cursor position as it
+   * draws a typed line) blocks reading the answer; that read is no wait for input, and a send
+   * settled on it as `stdin_read` while pwsh went on to run the line. Saying "not waiting"
+   * instead would be a fact invented (see inspectForeground), so the answer waits: at most the
+   * reply's hold ({@link REPLY_HOLD_MS}) and a control request's bound, after which the facts
+   * stand as they are. A query printed before the read is parsed first (the probe's answer
+   * follows the output printed before the read), so its reply is held by then.
+   */
+  private async pastReplies(facts: ForegroundFacts | undefined): Promise<ForegroundFacts | undefined> {
+    const emulator = this.emulator
+    if (emulator === undefined) return facts
+    const deadline = performance.now() + REPLY_HOLD_MS + this.control.requestTimeoutMs
+    while (facts?.inputWaiting === true && !this.closing && performance.now() < deadline) {
+      this.flush()
+      if (!await emulator.sync().then(() => true, () => false)) return facts
+      const delivery = this.replies.pending()
+      if (delivery === undefined) return facts
+      const answered = await delivery
+      facts = await this.probe()
+      // Written into a read the program has not left yet: it is scheduled soon, and leaves it.
+      while (answered !== undefined && facts?.inputWaiting === true && facts.waitingCall === answered && !this.closing && performance.now() < deadline) {
+        await delay(REPLY_PROBE_INTERVAL_MS)
+        facts = await this.probe()
+      }
+    }
+    return facts
   }
 
   /**
