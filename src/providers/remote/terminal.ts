@@ -498,10 +498,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
   private readonly replyGuard = new ReplyGuard()
   /** Holds each emulator reply until the program that asked reads the terminal (reply-delivery.ts). */
   private readonly replies = new ReplyDelivery({
-    readingTerminal: async () => {
-      const facts = await this.probe()
-      return facts?.inputWaiting === true ? facts.waitingCall : undefined
-    },
+    readingTerminal: () => this.provenRead(),
     settle: async () => {
       this.flush()
       await this.emulator?.sync()
@@ -656,10 +653,13 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     return this.track(this.firstRead.then(() => this.transport.write(bytes)))
   }
 
-  /** Whether a member of the foreground group is proven blocked reading the terminal now (control.sh `waits`). */
-  private async provenReading(): Promise<boolean> {
+  /**
+   * The read a member of the foreground group is proven blocked in now (control.sh `waits`; its
+   * `waitingCall`), or undefined when none is.
+   */
+  private async provenRead(): Promise<string | undefined> {
     const facts = await this.probe()
-    return facts?.inputWaiting === true
+    return facts?.inputWaiting === true ? facts.waitingCall : undefined
   }
 
   /**
@@ -704,7 +704,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     while (performance.now() < deadline && !this.exited && !this.closing) {
       // At a harness prompt (terminal-bash's marker seen) the shell is set up: its read is the one.
       const quiet = this.promptSeen || (performance.now() - this.lastOutputAt >= FIRST_READ_QUIET_MS && !this.replies.holding)
-      if (quiet && await this.provenReading().catch(() => false)) break
+      if (quiet && await this.provenRead().catch(() => undefined) !== undefined) break
       await delay(FIRST_READ_PROBE_MS)
     }
     this.readFirst = true
@@ -765,9 +765,7 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       // The facts stay as they were: a probe made to say "not waiting" would let terminal-bash
       // accept the shell's prompt wait before the shell read the send (its rule for the initial
       // foreground group).
-      const buffered = this.liveHeld === undefined ? this.transport.output.readableLength : 0
-      if (buffered > 0) await this.received(this.receivedBytes + buffered, PROBE_DELIVERY_BOUND_MS)
-      this.flush()
+      await this.handOverReceived()
       if (facts === undefined || facts.tpgid <= 0) return undefined
       return { processGroupId: facts.tpgid, inputWaiting: this.inputWait.observe(facts) }
     }).finally(() => { this.probing -= 1 }))
@@ -789,7 +787,8 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
     if (emulator === undefined) return facts
     const deadline = performance.now() + REPLY_HOLD_MS + this.control.requestTimeoutMs
     while (facts?.inputWaiting === true && !this.closing && performance.now() < deadline) {
-      this.flush()
+      // Also what the transport still buffers: a query printed after a flood is in it.
+      await this.handOverReceived()
       if (!await emulator.sync().then(() => true, () => false)) return facts
       const delivery = this.replies.pending()
       if (delivery === undefined) return facts
@@ -802,6 +801,18 @@ export class RemoteTerminalHandle implements SubprocessTerminalHandle {
       }
     }
     return facts
+  }
+
+  /**
+   * Hand the reader of `output` (and the emulator) everything received before this call: what
+   * the transport still buffers (paused while the reader or the emulator was behind) is waited
+   * for as the reader takes it, at most {@link PROBE_DELIVERY_BOUND_MS}; then the coalescing is
+   * handed over.
+   */
+  private async handOverReceived(): Promise<void> {
+    const buffered = this.liveHeld === undefined ? this.transport.output.readableLength : 0
+    if (buffered > 0) await this.received(this.receivedBytes + buffered, PROBE_DELIVERY_BOUND_MS)
+    this.flush()
   }
 
   /**
